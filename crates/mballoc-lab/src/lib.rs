@@ -1,0 +1,2 @@
+//! The mballoc lab: everything that drives or observes the allocator (kernel-trace replay,
+//! workloads, metrics, reports). The `mballoc` binary is its command line.
