@@ -6,6 +6,8 @@
 //! inode and per-CPU locality-group preallocation, and frees that become reusable only after
 //! commit.
 
+pub mod bitmap;
+pub mod buddy;
 pub mod error;
 pub mod geometry;
 
