@@ -17,6 +17,9 @@ pub enum Error {
     #[error("extent [{start}, +{len}) is outside the filesystem data area [{first_data_block}, {blocks_count})")]
     OutOfRange { start: u64, len: u64, first_data_block: u64, blocks_count: u64 },
 
+    #[error("invalid request for owner {owner}: {what}")]
+    InvalidRequest { owner: u64, what: String },
+
     #[error("goal block {goal} is outside the filesystem of {blocks_count} blocks")]
     GoalOutOfRange { goal: u64, blocks_count: u64 },
 

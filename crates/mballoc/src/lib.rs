@@ -6,10 +6,29 @@
 //! inode and per-CPU locality-group preallocation, and frees that become reusable only after
 //! commit.
 
+mod allocator;
 pub mod bitmap;
 pub mod buddy;
+mod context;
+mod criteria;
 pub mod error;
+mod free;
 pub mod geometry;
+mod group;
+mod index;
+mod new_blocks;
+mod normalize;
+mod prealloc;
+pub mod request;
+mod scan;
+pub mod source;
+pub mod stats;
+pub mod tunables;
 
+pub use allocator::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::Geometry;
+pub use request::{Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source};
+pub use source::{BitmapSource, MemSource};
+pub use stats::{GroupSnapshot, StatsSnapshot};
+pub use tunables::{KernelFlavor, Tunables};

@@ -1,0 +1,373 @@
+//! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
+//! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::bitmap::Bitmap;
+use crate::buddy::Buddy;
+use crate::error::Error;
+use crate::geometry::Geometry;
+use crate::group::{state, Group, GroupState, Loaded};
+use crate::index::OrderIndex;
+use crate::prealloc::{LocalityGroup, OwnerTable};
+use crate::source::{BitmapSource, MemSource};
+use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
+use crate::tunables::{possible_cpus, Tunables};
+
+/// The ext4 multi-block allocator over one space of blocks. `Send + Sync`: share it with an
+/// `Arc` and call it from any number of threads.
+pub struct Allocator {
+    pub(crate) geo: Geometry,
+    pub(crate) tun: RwLock<Tunables>,
+    pub(crate) groups: Box<[Group]>,
+    /// `s_mb_largest_free_orders`.
+    pub(crate) largest_index: OrderIndex,
+    /// `s_mb_avg_fragment_size`.
+    pub(crate) avg_index: OrderIndex,
+    /// `s_mb_last_groups`: one stream goal per slot.
+    pub(crate) goals: RwLock<Box<[AtomicU32]>>,
+    /// `s_locality_groups`, one per possible CPU.
+    pub(crate) lgs: Box<[Mutex<LocalityGroup>]>,
+    pub(crate) owners: OwnerTable,
+    /// Groups holding frees that wait for a commit.
+    pub(crate) pending_groups: Mutex<BTreeSet<u32>>,
+    /// The running transaction: frees join it; `commit` closes it.
+    pub(crate) tid: AtomicU64,
+    /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
+    pub(crate) free_blocks: AtomicI64,
+    /// Blocks freed but not yet committed (`s_mb_free_pending`).
+    pub(crate) free_pending: AtomicI64,
+    /// `discard_pa_seq`: bumped by every buddy change, sampled by the ENOSPC retry.
+    pub(crate) discard_seq: AtomicU64,
+    /// `s_lock_busy`: contention estimate used by the group-or-file decision.
+    pub(crate) lock_busy: AtomicU32,
+    pub(crate) stats: Stats,
+    pub(crate) source: Box<dyn BitmapSource>,
+    pub(crate) cpus: u32,
+}
+
+/// Builds an [`Allocator`]: geometry first, then what is already in use.
+pub struct Builder {
+    geo: Geometry,
+    used: Vec<(u64, u64)>,
+    tunables: Option<Tunables>,
+    cpus: u32,
+    lazy: bool,
+    source: Option<Box<dyn BitmapSource>>,
+    load_cost: std::time::Duration,
+}
+
+impl Builder {
+    /// Blocks already in use (metadata, existing files), as absolute `(start, len)` ranges.
+    pub fn used(mut self, ranges: &[(u64, u64)]) -> Self {
+        self.used.extend_from_slice(ranges);
+        self
+    }
+    /// Tunables to start with (default: the kernel's for this geometry).
+    pub fn tunables(mut self, t: Tunables) -> Self {
+        self.tunables = Some(t);
+        self
+    }
+    /// Number of possible CPUs (locality groups, stream goals). Default: this machine's.
+    pub fn cpus(mut self, n: u32) -> Self {
+        self.cpus = n.max(1);
+        self
+    }
+    /// Leave group bitmaps unread until first needed (default: read all at build, as the
+    /// kernel's background prefetch does right after mount).
+    pub fn lazy(mut self, lazy: bool) -> Self {
+        self.lazy = lazy;
+        self
+    }
+    /// Charge this much busy time per bitmap read of the in-memory device.
+    pub fn load_cost(mut self, cost: std::time::Duration) -> Self {
+        self.load_cost = cost;
+        self
+    }
+    /// Read bitmaps from this source instead of the in-memory device built from `used`.
+    pub fn source(mut self, s: Box<dyn BitmapSource>) -> Self {
+        self.source = Some(s);
+        self
+    }
+
+    pub fn build(self) -> Result<Allocator, Error> {
+        let geo = self.geo;
+        let source = match self.source {
+            Some(s) => s,
+            None => Box::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
+        };
+        let tun = self.tunables.unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
+        let n = geo.group_count();
+        let groups: Box<[Group]> = (0..n).map(|g| Group::unloaded(g, source.descriptor_free(g))).collect();
+        let free: i64 = groups.iter().map(|g| i64::from(g.bb_free())).sum();
+        let a = Allocator {
+            geo,
+            largest_index: OrderIndex::new(geo.num_orders(), n),
+            avg_index: OrderIndex::new(geo.num_orders(), n),
+            goals: RwLock::new((0..tun.nr_global_goals.max(1)).map(|_| AtomicU32::new(0)).collect()),
+            tun: RwLock::new(tun),
+            groups,
+            lgs: (0..self.cpus).map(|_| Mutex::new(LocalityGroup::default())).collect(),
+            owners: OwnerTable::new(),
+            pending_groups: Mutex::new(BTreeSet::new()),
+            tid: AtomicU64::new(1),
+            free_blocks: AtomicI64::new(free),
+            free_pending: AtomicI64::new(0),
+            discard_seq: AtomicU64::new(0),
+            lock_busy: AtomicU32::new(0),
+            stats: Stats::default(),
+            source,
+            cpus: self.cpus,
+        };
+        if !self.lazy {
+            for g in 0..n {
+                a.load_group(g)?;
+            }
+        }
+        Ok(a)
+    }
+}
+
+impl Allocator {
+    /// Starts building an allocator for `geo`.
+    pub fn builder(geo: Geometry) -> Builder {
+        Builder {
+            geo,
+            used: Vec::new(),
+            tunables: None,
+            cpus: possible_cpus(),
+            lazy: false,
+            source: None,
+            load_cost: std::time::Duration::ZERO,
+        }
+    }
+
+    /// An allocator with the kernel's defaults over `geo`, with `used` ranges taken.
+    pub fn new(geo: Geometry, used: &[(u64, u64)]) -> Result<Allocator, Error> {
+        Self::builder(geo).used(used).build()
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// A copy of the current tunables.
+    pub fn tunables(&self) -> Tunables {
+        self.tun.read().clone()
+    }
+
+    /// Sets one tunable by name (see [`Tunables::set`]); takes effect for later requests.
+    pub fn set_tunable(&self, name: &str, value: &str) -> Result<(), Error> {
+        let mut t = self.tun.write();
+        let mut new = t.clone();
+        new.set(name, value, &self.geo)?;
+        if new.nr_global_goals != t.nr_global_goals {
+            *self.goals.write() = (0..new.nr_global_goals).map(|_| AtomicU32::new(0)).collect();
+        }
+        if new.mb_optimize_scan != t.mb_optimize_scan {
+            // Like a remount: groups re-enter the indexes as their orders change.
+            for g in self.groups.iter() {
+                let mut st = g.lock.lock();
+                self.publish(g, &mut st, new.mb_optimize_scan);
+            }
+        }
+        *t = new;
+        Ok(())
+    }
+
+    /// Free blocks as the on-disk descriptors count them (pending frees included).
+    pub fn free_blocks(&self) -> u64 {
+        self.free_blocks.load(Ordering::Relaxed).max(0) as u64
+    }
+    /// Blocks freed but waiting for a commit before they can be reused.
+    pub fn pending_blocks(&self) -> u64 {
+        self.free_pending.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The counters of `/proc/fs/ext4/<dev>/mb_stats`.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot(self.geo.group_count())
+    }
+
+    /// One group's state (loads its bitmap if needed, like reading `mb_groups`).
+    pub fn group(&self, g: u32) -> Result<GroupSnapshot, Error> {
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup { group: g, groups: self.geo.group_count() })?;
+        self.load_group(g)?;
+        let st = grp.lock.lock();
+        let l = st.loaded.as_ref().expect("loaded above");
+        Ok(GroupSnapshot {
+            group: g,
+            free: l.buddy.free(),
+            fragments: l.buddy.fragments(),
+            first_free: l.buddy.first_free(),
+            counters: l.buddy.counters().to_vec(),
+            corrupt: grp.is_corrupt(),
+            loaded: true,
+            pending: st.pending.iter().map(|p| p.len).sum(),
+            desc_free: st.desc_free,
+            largest_free_order: l.buddy.largest_free_order(),
+            size_class: st.class,
+        })
+    }
+
+    /// Every group's state.
+    pub fn groups(&self) -> Result<Vec<GroupSnapshot>, Error> {
+        (0..self.geo.group_count()).map(|g| self.group(g)).collect()
+    }
+
+    /// The `/proc/fs/ext4/<dev>/mb_groups` text.
+    pub fn mb_groups(&self) -> Result<String, Error> {
+        Ok(mb_groups_text(&self.groups()?))
+    }
+
+    /// Groups per order in the largest-free-order and average-fragment indexes
+    /// (`mb_structs_summary`).
+    pub fn index_counts(&self) -> (Vec<u32>, Vec<u32>) {
+        (self.largest_index.counts(), self.avg_index.counts())
+    }
+
+    /// Free extents of a group's in-core bitmap as `(start_in_group, len)`: what the
+    /// allocator can hand out now.
+    pub fn free_extents(&self, g: u32) -> Result<Vec<(u32, u32)>, Error> {
+        self.with_loaded(g, |l| l.buddy.bitmap().zero_runs(0, l.buddy.group_size()).collect())
+    }
+
+    /// The on-disk view of a group: blocks in use by owners.
+    pub fn disk_bitmap(&self, g: u32) -> Result<Bitmap, Error> {
+        self.with_loaded(g, |l| l.disk.clone())
+    }
+
+    fn with_loaded<T>(&self, g: u32, f: impl FnOnce(&Loaded) -> T) -> Result<T, Error> {
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup { group: g, groups: self.geo.group_count() })?;
+        self.load_group(g)?;
+        let st = grp.lock.lock();
+        Ok(f(st.loaded.as_ref().expect("loaded above")))
+    }
+
+    /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`).
+    pub(crate) fn load_group(&self, g: u32) -> Result<(), Error> {
+        let grp = &self.groups[g as usize];
+        if !grp.need_init() {
+            return Ok(());
+        }
+        let mut st = grp.lock.lock();
+        self.load_locked(grp, &mut st)
+    }
+
+    pub(crate) fn load_locked(&self, grp: &Group, st: &mut GroupState) -> Result<(), Error> {
+        if st.loaded.is_some() {
+            return Ok(());
+        }
+        let disk = self.source.read_bitmap(grp.no)?;
+        crate::stats::bump(&self.stats.bitmap_loads);
+        let bpg = self.geo.blocks_per_group();
+        let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
+        if buddy.free() != st.desc_free {
+            // ext4_mb_generate_buddy: "block bitmap and bg descriptor inconsistent".
+            let delta = i64::from(buddy.free()) - i64::from(st.desc_free);
+            self.free_blocks.fetch_add(delta, Ordering::Relaxed);
+            st.desc_free = buddy.free();
+            grp.set_flag(state::BBITMAP_CORRUPT);
+        }
+        st.loaded = Some(Loaded { disk, buddy });
+        crate::stats::bump(&self.stats.buddies_generated);
+        let optimize = self.tun.read().mb_optimize_scan;
+        self.publish(grp, st, optimize);
+        grp.clear_flag(state::NEED_INIT);
+        Ok(())
+    }
+
+    /// After a buddy change: publish the summary and move the group in the indexes
+    /// (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
+    pub(crate) fn publish(&self, grp: &Group, st: &mut GroupState, optimize_scan: bool) {
+        let c = st.publish(grp, optimize_scan, self.geo.num_orders());
+        if c.old_largest != c.new_largest {
+            // Removal always happens; insertion only with optimize scan on and free space.
+            self.largest_index.relocate(grp.no, c.old_largest, c.new_largest, optimize_scan && c.free > 0);
+        }
+        if optimize_scan && c.old_avg != c.new_avg {
+            self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
+        }
+    }
+
+    /// Checks every loaded group's buddy against a regeneration from its bitmap, and the
+    /// global counters against the groups (test support; cheap enough for property tests).
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let mut disk_free = 0i64;
+        let mut pending = 0i64;
+        for grp in self.groups.iter() {
+            let st = grp.lock.lock();
+            if let Some(l) = &st.loaded {
+                l.buddy.check(self.geo.bsbits()).map_err(|e| format!("group {}: {e}", grp.no))?;
+                let len = self.geo.group_len(grp.no);
+                let df = len - l.disk.count_ones(0, len);
+                if df != st.desc_free {
+                    return Err(format!("group {}: descriptor free {} != disk bitmap {df}", grp.no, st.desc_free));
+                }
+                for p in &st.pending {
+                    if !l.buddy.bitmap().all_set(p.start, p.start + p.len) || !l.disk.all_clear(p.start, p.start + p.len) {
+                        return Err(format!("group {}: pending free {:?} not held in-core / clear on disk", grp.no, p));
+                    }
+                }
+                // Everything on disk is in use in-core too.
+                for (s, n) in l.disk.one_runs(0, len) {
+                    if !l.buddy.bitmap().all_set(s, s + n) {
+                        return Err(format!("group {}: disk-used [{s}, +{n}) free in-core", grp.no));
+                    }
+                }
+                if l.buddy.free() != grp.bb_free() {
+                    return Err(format!("group {}: bb_free mirror stale", grp.no));
+                }
+            }
+            disk_free += i64::from(st.desc_free);
+            pending += st.pending.iter().map(|p| i64::from(p.len)).sum::<i64>();
+        }
+        let counted = self.free_blocks.load(Ordering::Relaxed);
+        if counted != disk_free {
+            return Err(format!("free counter {counted} != sum of descriptors {disk_free}"));
+        }
+        let p = self.free_pending.load(Ordering::Relaxed);
+        if p != pending {
+            return Err(format!("pending counter {p} != sum of pending frees {pending}"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn stream_goal(&self, owner: u64) -> u32 {
+        let goals = self.goals.read();
+        goals[(owner % goals.len() as u64) as usize].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_stream_goal(&self, owner: u64, group: u32) {
+        let goals = self.goals.read();
+        goals[(owner % goals.len() as u64) as usize].store(group, Ordering::Relaxed);
+    }
+
+    pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
+        &self.lgs[(cpu % self.cpus) as usize]
+    }
+
+    /// Owners that currently hold inode preallocations, with their count.
+    pub fn preallocations(&self) -> Vec<(u64, usize)> {
+        self.owners.all().into_iter().map(|(o, p)| (o, p.lock().pas.len())).filter(|&(_, n)| n > 0).collect()
+    }
+}
+
+/// Shared handle, for convenience.
+pub type SharedAllocator = Arc<Allocator>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn allocator_is_send_and_sync() {
+        assert_send_sync::<Allocator>();
+    }
+}

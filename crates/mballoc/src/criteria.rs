@@ -1,0 +1,302 @@
+//! The search driver: the goal try, then the criteria passes CR_POWER2_ALIGNED …
+//! CR_ANY_FREE, each choosing the groups to visit (`ext4_mb_regular_allocator`,
+//! `ext4_mb_scan_groups` and its linear / p2-aligned / goal-fast / best-avail walkers), and
+//! block-bitmap prefetch (`ext4_mb_might_prefetch`, `ext4_mb_prefetch`,
+//! `ext4_mb_prefetch_fini`).
+
+use crate::allocator::Allocator;
+use crate::buddy::{avg_fragment_order, fls};
+use crate::context::{Ctx, Ex, Status};
+use crate::error::Error;
+use crate::group::state;
+use crate::index::GroupSet;
+use crate::request::{Criterion, Flags};
+use crate::stats::{add, bump};
+use crate::tunables::KernelFlavor;
+
+impl Allocator {
+    /// `ext4_mb_regular_allocator`. On return `ctx.status` is `Found` (and `ctx.b_ex` is taken
+    /// from its group's buddy) or the search failed.
+    pub(crate) fn regular_allocator(&self, ctx: &mut Ctx) -> Result<(), Error> {
+        self.find_by_goal(ctx)?;
+        if ctx.status == Status::Found || ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
+            return Ok(());
+        }
+        let i = fls(ctx.g_ex.len);
+        ctx.two_order = 0;
+        if i >= ctx.tun.mb_order2_req && i as usize <= self.geo.num_orders() && ctx.g_ex.len.is_power_of_two() {
+            ctx.two_order = i - 1;
+        }
+        if ctx.flags.contains(Flags::STREAM_ALLOC) {
+            ctx.g_ex.group = self.stream_goal(ctx.req.owner).min(self.geo.group_count() - 1);
+            ctx.g_ex.start = -1;
+            ctx.flags.remove(Flags::HINT_TRY_GOAL);
+        }
+        ctx.cr = if ctx.two_order > 0 { Criterion::Power2Aligned } else { Criterion::GoalLenFast };
+        ctx.prefetch_ios = 0;
+        ctx.first_err = None;
+        loop {
+            self.run_criteria(ctx)?;
+            if ctx.b_ex.len > 0 && ctx.status != Status::Found && !ctx.flags.contains(Flags::HINT_FIRST) {
+                self.try_best_found(ctx);
+                if ctx.status != Status::Found {
+                    // Lost chunk: someone took it. One last pass taking the first extent found.
+                    bump(&self.stats.lost);
+                    ctx.b_ex = Ex::default();
+                    ctx.status = Status::Continue;
+                    ctx.flags |= Flags::HINT_FIRST;
+                    ctx.cr = Criterion::AnyFree;
+                    ctx.cr_done = false;
+                    continue;
+                }
+            }
+            break;
+        }
+        if ctx.status == Status::Found {
+            bump(&self.stats.cr[ctx.cr.index()].hits);
+            if ctx.flags.contains(Flags::STREAM_ALLOC) && ctx.b_ex.group == ctx.g_ex.group {
+                bump(&self.stats.stream_goal_hits);
+            }
+        }
+        if ctx.status == Status::Break {
+            bump(&self.stats.breaks);
+        }
+        if ctx.prefetch_nr > 0 {
+            self.prefetch_fini(ctx.prefetch_grp, ctx.prefetch_nr);
+        }
+        match ctx.first_err.take() {
+            Some(e) if ctx.status != Status::Found => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The `repeat:` loop: one `ext4_mb_scan_groups` per criterion until found or exhausted.
+    fn run_criteria(&self, ctx: &mut Ctx) -> Result<(), Error> {
+        while !ctx.cr_done {
+            self.scan_groups(ctx)?;
+            if ctx.status != Status::Continue {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn group_limit(&self, ctx: &Ctx) -> u32 {
+        let n = self.geo.group_count();
+        if ctx.req.extents {
+            return n;
+        }
+        // s_blockfile_groups: indirect-mapped files cannot address blocks ≥ 2^32.
+        let limit = ((1u64 << 32).saturating_sub(self.geo.first_data_block()) / u64::from(self.geo.blocks_per_group())) as u32;
+        n.min(limit.max(1))
+    }
+
+    /// `ext4_mb_scan_groups`: one criterion's walk over the groups.
+    fn scan_groups(&self, ctx: &mut Ctx) -> Result<(), Error> {
+        let ngroups = self.group_limit(ctx);
+        let mut start = ctx.g_ex.group;
+        if ctx.tun.flavor == KernelFlavor::V6_18Stable && start >= ngroups {
+            start = 0;
+        }
+        ctx.prefetch_grp = start;
+        ctx.prefetch_nr = 0;
+        let optimize = ctx.tun.mb_optimize_scan
+            && ctx.cr < Criterion::GoalLenSlow
+            && (ctx.req.extents || ctx.tun.flavor == KernelFlavor::V6_18Stable);
+        if !optimize {
+            return self.scan_linear(ctx, ngroups, &mut start, ngroups);
+        }
+        if ctx.tun.mb_max_linear_groups > 0 {
+            self.scan_linear(ctx, ngroups, &mut start, ctx.tun.mb_max_linear_groups)?;
+            if ctx.status != Status::Continue {
+                return Ok(());
+            }
+        }
+        let end = if ctx.tun.flavor == KernelFlavor::V6_18Stable { ngroups } else { self.geo.group_count() };
+        match ctx.cr {
+            Criterion::Power2Aligned => self.scan_p2_aligned(ctx, start, end),
+            Criterion::GoalLenFast => self.scan_goal_fast(ctx, start, end),
+            Criterion::BestAvailLen => self.scan_best_avail(ctx, start, end),
+            _ => Ok(()),
+        }
+    }
+
+    /// `ext4_mb_scan_groups_linear`: `count` groups from `start`, wrapping with
+    /// "g + 1 ≥ ngroups → 0"; a full pass that finds nothing advances the criterion.
+    fn scan_linear(&self, ctx: &mut Ctx, ngroups: u32, start: &mut u32, count: u32) -> Result<(), Error> {
+        let cr = ctx.cr;
+        let mut g = *start;
+        for _ in 0..count {
+            self.scan_group(ctx, g)?;
+            if ctx.status != Status::Continue {
+                return Ok(());
+            }
+            g = if g + 1 >= ngroups { 0 } else { g + 1 };
+        }
+        *start = g;
+        if count == ngroups {
+            bump(&self.stats.cr[cr.index()].useless_loops);
+            self.advance(ctx);
+        }
+        Ok(())
+    }
+
+    /// Next criterion after a failed full pass; past CR_ANY_FREE the search is over.
+    fn advance(&self, ctx: &mut Ctx) {
+        match ctx.cr.next() {
+            Some(n) => ctx.cr = n,
+            None => ctx.cr_done = true,
+        }
+    }
+
+    /// `ext4_mb_scan_groups_xa_range`: groups of one index order in `[start, end)`, ascending.
+    fn scan_index_range(&self, ctx: &mut Ctx, set: &GroupSet, start: u32, end: u32) -> Result<(), Error> {
+        if start >= end || end > self.geo.group_count() {
+            return Ok(());
+        }
+        let mut g = start;
+        while let Some(found) = set.next(g, end) {
+            bump(&self.stats.cr[ctx.cr.index()].groups_considered);
+            self.scan_group(ctx, found)?;
+            if ctx.status != Status::Continue {
+                return Ok(());
+            }
+            g = found + 1;
+        }
+        Ok(())
+    }
+
+    /// `ext4_mb_scan_groups_p2_aligned`: largest-free-order index, orders ascending from
+    /// `ac_2order`, goal..end then 0..goal.
+    fn scan_p2_aligned(&self, ctx: &mut Ctx, start: u32, end: u32) -> Result<(), Error> {
+        for (s, e) in two_passes(start, end) {
+            for order in ctx.two_order as usize..self.geo.num_orders() {
+                self.scan_index_range(ctx, self.largest_index.order(order), s, e)?;
+                if ctx.status != Status::Continue {
+                    return Ok(());
+                }
+            }
+        }
+        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.cr = Criterion::GoalLenFast;
+        Ok(())
+    }
+
+    /// `ext4_mb_scan_groups_goal_fast`: average-fragment index from the goal length's order.
+    fn scan_goal_fast(&self, ctx: &mut Ctx, start: u32, end: u32) -> Result<(), Error> {
+        for (s, e) in two_passes(start, end) {
+            let first = avg_fragment_order(ctx.g_ex.len, self.geo.num_orders());
+            for order in first..self.geo.num_orders() {
+                self.scan_index_range(ctx, self.avg_index.order(order), s, e)?;
+                if ctx.status != Status::Continue {
+                    return Ok(());
+                }
+            }
+        }
+        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) { Criterion::BestAvailLen } else { Criterion::GoalLenSlow };
+        Ok(())
+    }
+
+    /// `ext4_mb_scan_groups_best_avail`: trim the goal length by up to
+    /// `mb_best_avail_max_trim_order` orders (never below the original request), one
+    /// average-fragment order per length. The wrap-around pass recomputes its range from the
+    /// already-trimmed length, as the kernel does.
+    fn scan_best_avail(&self, ctx: &mut Ctx, start: u32, end: u32) -> Result<(), Error> {
+        let num_orders = self.geo.num_orders() as i64;
+        let stripe = i64::from(ctx.tun.stripe);
+        for (s, e) in two_passes(start, end) {
+            let mut order = i64::from(fls(ctx.g_ex.len)) - 1;
+            if order - 1 > num_orders {
+                order = num_orders;
+            }
+            let mut min_order = (order - i64::from(ctx.tun.mb_best_avail_max_trim_order)).max(0);
+            if stripe > 0 && (1i64 << min_order) < stripe {
+                min_order = i64::from(fls(stripe as u32)) - 1;
+            }
+            if (1i64 << min_order.min(62)) < i64::from(ctx.o_ex.len) {
+                min_order = i64::from(fls(ctx.o_ex.len));
+            }
+            let mut i = order;
+            while i >= min_order {
+                let mut len = 1i64 << i.min(31);
+                if stripe > 0 {
+                    len = (len + stripe - 1) / stripe * stripe;
+                }
+                ctx.g_ex.len = len.min(i64::from(u32::MAX)) as u32;
+                let frag = avg_fragment_order(ctx.g_ex.len, self.geo.num_orders());
+                self.scan_index_range(ctx, self.avg_index.order(frag), s, e)?;
+                if ctx.status != Status::Continue {
+                    return Ok(());
+                }
+                i -= 1;
+            }
+        }
+        ctx.g_ex.len = ctx.orig_goal_len;
+        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.cr = Criterion::GoalLenSlow;
+        Ok(())
+    }
+
+    /// `ext4_mb_might_prefetch`: when the scan reaches the prefetch point, read ahead the
+    /// bitmaps of the rest of the flex group.
+    pub(crate) fn might_prefetch(&self, ctx: &mut Ctx, g: u32) {
+        if g != ctx.prefetch_grp || !(ctx.cr.expensive() || ctx.prefetch_ios < ctx.tun.mb_prefetch_limit) {
+            return;
+        }
+        let mut nr = ctx.tun.mb_prefetch;
+        let flex = self.geo.flex_bg_size();
+        if flex > 1 {
+            nr = nr.min(flex - (g & (flex - 1)));
+        }
+        ctx.prefetch_nr = nr;
+        ctx.prefetch_grp = self.prefetch(g, nr, &mut ctx.prefetch_ios, ctx.tun.prefetch_test_before_set);
+    }
+
+    /// `ext4_mb_prefetch`: for `nr` groups from `g`, read the bitmap of every group not
+    /// prefetched before, still uninitialised and with free blocks. Returns the group after.
+    fn prefetch(&self, mut g: u32, nr: u32, ios: &mut u32, test_before_set: bool) -> u32 {
+        let n = self.geo.group_count();
+        for _ in 0..nr {
+            let grp = &self.groups[g as usize];
+            // 6.18 looks the descriptor up first for every group; seed 003 only when needed.
+            if !test_before_set {
+                bump(&self.stats.prefetch_desc_lookups);
+            }
+            let already = if test_before_set && grp.has_flag(state::BBITMAP_READ) {
+                true
+            } else {
+                grp.flags.fetch_or(state::BBITMAP_READ, std::sync::atomic::Ordering::Relaxed) & state::BBITMAP_READ != 0
+            };
+            if !already && grp.need_init() {
+                if test_before_set {
+                    bump(&self.stats.prefetch_desc_lookups);
+                }
+                if grp.bb_free() > 0 && self.load_group(g).is_ok() {
+                    bump(&self.stats.prefetch_loads);
+                    add(&self.stats.prefetch_ios, 1);
+                    *ios += 1;
+                }
+            }
+            g = if g + 1 >= n { 0 } else { g + 1 };
+        }
+        g
+    }
+
+    /// `ext4_mb_prefetch_fini`: initialise the groups of the last window (walking back).
+    fn prefetch_fini(&self, mut g: u32, nr: u32) {
+        let n = self.geo.group_count();
+        for _ in 0..nr {
+            g = if g == 0 { n - 1 } else { g - 1 };
+            let grp = &self.groups[g as usize];
+            if grp.need_init() && grp.bb_free() > 0 && self.load_group(g).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// `[start, end)` then, if `start > 0`, `[0, start)`.
+fn two_passes(start: u32, end: u32) -> impl Iterator<Item = (u32, u32)> {
+    std::iter::once((start, end)).chain((start > 0).then_some((0, start)))
+}

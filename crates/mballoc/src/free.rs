@@ -1,0 +1,243 @@
+//! Frees, commits and preallocation discards (`ext4_free_blocks`, `ext4_mb_clear_bb`,
+//! `ext4_mb_free_metadata`, `ext4_process_freed_data`, `ext4_discard_preallocations`,
+//! `ext4_mb_release_inode_pa`, `ext4_mb_release_group_pa`,
+//! `ext4_mb_discard_preallocations`).
+//!
+//! A free clears the on-disk bitmap and raises the free count at once, but the blocks stay
+//! unavailable in-core until the transaction that freed them commits: a crash before the
+//! commit could roll the free back, so nobody may reuse them earlier.
+
+use std::sync::atomic::Ordering;
+
+use crate::allocator::Allocator;
+use crate::context::Ex;
+use crate::error::Error;
+use crate::group::{state, PendingFree};
+use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::request::Extent;
+use crate::stats::{add, bump};
+
+impl Allocator {
+    /// Frees `extent` (blocks `owner` was given) in the running transaction. The blocks can
+    /// be allocated again after the next [`Allocator::commit`].
+    pub fn free(&self, owner: u64, extent: Extent) -> Result<(), Error> {
+        self.free_in_transaction(owner, extent, self.tid.load(Ordering::Relaxed))
+    }
+
+    /// Frees `extent` as part of transaction `tid` (for callers that run their own journal,
+    /// like a trace replay); see [`Allocator::commit_transaction`].
+    pub fn free_in_transaction(&self, owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+        let g = &self.geo;
+        if !g.contains(extent.start, u64::from(extent.len)) {
+            return Err(Error::OutOfRange {
+                start: extent.start,
+                len: u64::from(extent.len),
+                first_data_block: g.first_data_block(),
+                blocks_count: g.blocks_count(),
+            });
+        }
+        let chunks = self.split(extent);
+        for c in &chunks {
+            self.load_group(c.group)?;
+        }
+        // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
+        self.discard_overlapping(owner, extent);
+        let mut guards: Vec<_> = chunks.iter().map(|c| self.lock_group(&self.groups[c.group as usize])).collect();
+        for (c, st) in chunks.iter().zip(&guards) {
+            let l = st.loaded.as_ref().expect("loaded above");
+            if let Some(bad) = l.disk.find_next_zero(c.start, c.start + c.len) {
+                return Err(Error::NotAllocated {
+                    start: extent.start,
+                    len: u64::from(extent.len),
+                    block: g.block_of(c.group, bad),
+                });
+            }
+        }
+        for (c, st) in chunks.iter().zip(guards.iter_mut()) {
+            if self.groups[c.group as usize].is_corrupt() {
+                continue; // ext4_mb_clear_bb skips corrupt groups
+            }
+            let l = st.loaded.as_mut().expect("loaded above");
+            l.disk.clear_range(c.start, c.start + c.len);
+            st.desc_free += c.len;
+            st.pending.push(PendingFree { tid, start: c.start, len: c.len });
+            self.free_blocks.fetch_add(i64::from(c.len), Ordering::Relaxed);
+            self.free_pending.fetch_add(i64::from(c.len), Ordering::Relaxed);
+            self.pending_groups.lock().insert(c.group);
+        }
+        Ok(())
+    }
+
+    fn split(&self, extent: Extent) -> Vec<Ex> {
+        let mut out = Vec::new();
+        let (mut s, end) = (extent.start, extent.end());
+        while s < end {
+            let (g, off) = self.geo.locate(s);
+            let n = (end - s).min(u64::from(self.geo.group_len(g) - off)) as u32;
+            out.push(Ex { group: g, start: off, len: n, logical: 0 });
+            s += u64::from(n);
+        }
+        out
+    }
+
+    /// Commits the running transaction: every block freed in it becomes allocatable.
+    /// Returns the committed transaction id.
+    pub fn commit(&self) -> u64 {
+        let tid = self.tid.fetch_add(1, Ordering::Relaxed);
+        self.commit_transaction(tid);
+        tid
+    }
+
+    /// Makes the frees of every transaction `<= tid` allocatable (`ext4_process_freed_data`).
+    pub fn commit_transaction(&self, tid: u64) {
+        bump(&self.stats.commits);
+        let groups = std::mem::take(&mut *self.pending_groups.lock());
+        let optimize = self.tun.read().mb_optimize_scan;
+        for g in groups {
+            let grp = &self.groups[g as usize];
+            let mut st = self.lock_group(grp);
+            let (ready, rest): (Vec<_>, Vec<_>) = st.pending.drain(..).partition(|p| p.tid <= tid);
+            st.pending = rest;
+            if !st.pending.is_empty() {
+                self.pending_groups.lock().insert(g);
+            }
+            if ready.is_empty() {
+                continue;
+            }
+            let l = st.loaded.as_mut().expect("pending frees only exist in loaded groups");
+            for p in &ready {
+                l.buddy.free_blocks(p.start, p.len);
+                self.free_pending.fetch_sub(i64::from(p.len), Ordering::Relaxed);
+            }
+            grp.clear_flag(state::WAS_TRIMMED);
+            self.discard_seq.fetch_add(1, Ordering::Relaxed);
+            self.publish(grp, &mut st, optimize);
+        }
+    }
+
+    /// Releases the unused part of every inode preallocation of `owner` (on close, truncate,
+    /// unlink: `ext4_discard_preallocations`). Returns the blocks released.
+    pub fn discard_preallocations(&self, owner: u64) -> u64 {
+        let Some(arc) = self.owners.get(owner) else { return 0 };
+        let pas = std::mem::take(&mut arc.lock().pas);
+        drop(arc);
+        self.owners.forget_if_empty(owner);
+        pas.values().map(|pa| self.release_inode_pa(pa)).sum()
+    }
+
+    /// Retires `owner`'s PAs that overlap `extent` physically.
+    fn discard_overlapping(&self, owner: u64, extent: Extent) {
+        let Some(arc) = self.owners.get(owner) else { return };
+        let mut o = arc.lock();
+        let hit: Vec<u32> = o
+            .pas
+            .values()
+            .filter(|pa| pa.pstart < extent.end() && extent.start < pa.pstart + u64::from(pa.len))
+            .map(|pa| pa.lstart)
+            .collect();
+        for k in hit {
+            if let Some(pa) = o.pas.remove(&k) {
+                self.release_inode_pa(&pa);
+            }
+        }
+    }
+
+    /// `ext4_mb_release_inode_pa`: hand back the PA's clusters that are still clear on disk
+    /// (never given out) and not waiting for a commit.
+    pub(crate) fn release_inode_pa(&self, pa: &InodePa) -> u64 {
+        let (g, off) = self.geo.locate(pa.pstart);
+        let grp = &self.groups[g as usize];
+        let mut st = self.lock_group(grp);
+        let pending = st.pending.clone();
+        let Some(l) = st.loaded.as_mut() else { return 0 };
+        let mut runs: Vec<(u32, u32)> = l.disk.zero_runs(off, off + pa.len).collect();
+        for p in &pending {
+            runs = runs.into_iter().flat_map(|r| subtract(r, (p.start, p.len))).collect();
+        }
+        let mut freed = 0u64;
+        for (s, n) in runs {
+            if l.buddy.bitmap().all_set(s, s + n) {
+                l.buddy.free_blocks(s, n);
+                freed += u64::from(n);
+            }
+        }
+        self.after_release(grp, &mut st, freed);
+        freed
+    }
+
+    /// `ext4_mb_release_group_pa`: a locality-group PA is entirely unused.
+    pub(crate) fn release_group_pa(&self, pa: &GroupPa) -> u64 {
+        let (g, off) = self.geo.locate(pa.pstart);
+        self.release_in_core(Ex { group: g, start: off, len: pa.len, logical: 0 })
+    }
+
+    /// Returns in-core-only clusters (never on disk) to the buddy.
+    pub(crate) fn release_in_core(&self, ex: Ex) -> u64 {
+        let grp = &self.groups[ex.group as usize];
+        let mut st = self.lock_group(grp);
+        let Some(l) = st.loaded.as_mut() else { return 0 };
+        debug_assert!(l.disk.all_clear(ex.start, ex.start + ex.len));
+        l.buddy.free_blocks(ex.start, ex.len);
+        self.after_release(grp, &mut st, u64::from(ex.len));
+        u64::from(ex.len)
+    }
+
+    fn after_release(&self, grp: &crate::group::Group, st: &mut crate::group::GroupState, freed: u64) {
+        if freed == 0 {
+            return;
+        }
+        add(&self.stats.discarded, freed);
+        self.discard_seq.fetch_add(1, Ordering::Relaxed);
+        let optimize = self.tun.read().mb_optimize_scan;
+        self.publish(grp, st, optimize);
+    }
+
+    /// The ENOSPC path (`ext4_mb_discard_preallocations`): release every preallocation not in
+    /// use by another request — the caller's own ones included. Returns the blocks freed.
+    pub(crate) fn discard_all_preallocations(
+        &self,
+        owner: Option<&mut OwnerPas>,
+        lg: Option<&mut LocalityGroup>,
+    ) -> u64 {
+        let mut freed = 0;
+        if let Some(o) = owner {
+            freed += std::mem::take(&mut o.pas).values().map(|pa| self.release_inode_pa(pa)).sum::<u64>();
+        }
+        if let Some(lg) = lg {
+            freed += lg.take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>();
+        }
+        for (_, arc) in self.owners.all() {
+            if let Some(mut o) = arc.try_lock() {
+                freed += std::mem::take(&mut o.pas).values().map(|pa| self.release_inode_pa(pa)).sum::<u64>();
+            }
+        }
+        for lg in self.lgs.iter() {
+            if let Some(mut lg) = lg.try_lock() {
+                freed += lg.take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>();
+            }
+        }
+        freed
+    }
+
+    /// Releases every locality-group preallocation (what an unmount does to them).
+    pub fn discard_group_preallocations(&self) -> u64 {
+        self.lgs.iter().map(|lg| lg.lock().take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>()).sum()
+    }
+}
+
+/// `r` minus `cut`, both `(start, len)`.
+fn subtract(r: (u32, u32), cut: (u32, u32)) -> Vec<(u32, u32)> {
+    let (rs, re) = (r.0, r.0 + r.1);
+    let (cs, ce) = (cut.0, cut.0 + cut.1);
+    if ce <= rs || re <= cs {
+        return vec![r];
+    }
+    let mut out = Vec::new();
+    if cs > rs {
+        out.push((rs, cs - rs));
+    }
+    if ce < re {
+        out.push((ce, re - ce));
+    }
+    out
+}

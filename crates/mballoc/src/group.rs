@@ -1,0 +1,144 @@
+//! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
+//! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
+
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::bitmap::Bitmap;
+use crate::buddy::{avg_fragment_order, Buddy};
+
+/// `bb_state` bits.
+pub mod state {
+    /// Buddy not generated yet (`EXT4_GROUP_INFO_NEED_INIT_BIT`).
+    pub const NEED_INIT: u32 = 1 << 0;
+    /// `EXT4_GROUP_INFO_WAS_TRIMMED_BIT`.
+    pub const WAS_TRIMMED: u32 = 1 << 1;
+    /// Block bitmap inconsistent: never allocated from, frees ignored.
+    pub const BBITMAP_CORRUPT: u32 = 1 << 2;
+    /// Prefetch already issued once (`EXT4_GROUP_INFO_BBITMAP_READ_BIT`), never cleared.
+    pub const BBITMAP_READ: u32 = 1 << 4;
+}
+
+/// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingFree {
+    pub tid: u64,
+    pub start: u32,
+    pub len: u32,
+}
+
+/// The part of a group that exists only once its bitmap was read.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The on-disk bitmap: blocks handed to owners (not preallocated-but-unused ones).
+    pub disk: Bitmap,
+    /// In-core bitmap and buddy: disk ∪ preallocations ∪ pending frees.
+    pub buddy: Buddy,
+}
+
+/// Everything behind the group lock.
+#[derive(Debug, Default)]
+pub struct GroupState {
+    pub loaded: Option<Loaded>,
+    pub pending: Vec<PendingFree>,
+    /// Free clusters per the descriptor (on-disk view: pending frees count as free).
+    pub desc_free: u32,
+    /// Index positions last published (kernel `bb_largest_free_order`,
+    /// `bb_avg_fragment_size_order`).
+    pub largest_order: i32,
+    pub avg_order: i32,
+    /// Size class of the group's data (seed 002); 0 = none.
+    pub class: u8,
+}
+
+/// One group.
+pub struct Group {
+    pub no: u32,
+    pub lock: Mutex<GroupState>,
+    /// `bb_free`: in-core free clusters, readable without the lock.
+    pub free: AtomicU32,
+    /// `bb_fragments`.
+    pub fragments: AtomicU32,
+    /// `bb_largest_free_order` (−1 = none or not initialised).
+    pub largest_order: AtomicI32,
+    /// `bb_state`.
+    pub flags: AtomicU32,
+    /// Size class, mirrored for lock-free reads (seed 002).
+    pub class: AtomicU32,
+}
+
+impl Group {
+    /// A group not loaded yet: its free count comes from the descriptor.
+    pub fn unloaded(no: u32, desc_free: u32) -> Group {
+        Group {
+            no,
+            lock: Mutex::new(GroupState {
+                loaded: None,
+                pending: Vec::new(),
+                desc_free,
+                largest_order: -1,
+                avg_order: -1,
+                class: 0,
+            }),
+            free: AtomicU32::new(desc_free),
+            fragments: AtomicU32::new(0),
+            largest_order: AtomicI32::new(-1),
+            flags: AtomicU32::new(state::NEED_INIT),
+            class: AtomicU32::new(0),
+        }
+    }
+
+    pub fn has_flag(&self, f: u32) -> bool {
+        self.flags.load(Ordering::Relaxed) & f != 0
+    }
+    pub fn set_flag(&self, f: u32) {
+        self.flags.fetch_or(f, Ordering::Relaxed);
+    }
+    pub fn clear_flag(&self, f: u32) {
+        self.flags.fetch_and(!f, Ordering::Relaxed);
+    }
+    pub fn is_corrupt(&self) -> bool {
+        self.has_flag(state::BBITMAP_CORRUPT)
+    }
+    pub fn need_init(&self) -> bool {
+        self.has_flag(state::NEED_INIT)
+    }
+    pub fn bb_free(&self) -> u32 {
+        self.free.load(Ordering::Relaxed)
+    }
+    pub fn bb_fragments(&self) -> u32 {
+        self.fragments.load(Ordering::Relaxed)
+    }
+}
+
+/// What the index update needs to know after a buddy change.
+pub struct IndexChange {
+    pub old_largest: i32,
+    pub new_largest: i32,
+    pub old_avg: i32,
+    pub new_avg: i32,
+    pub free: u32,
+}
+
+impl GroupState {
+    /// Publishes the buddy's summary to the lock-free fields and returns the index moves the
+    /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
+    pub fn publish(&mut self, g: &Group, optimize_scan: bool, num_orders: usize) -> IndexChange {
+        let (free, frags, largest) = match &self.loaded {
+            Some(l) => (l.buddy.free(), l.buddy.fragments(), l.buddy.largest_free_order()),
+            None => (self.desc_free, 0, -1),
+        };
+        g.free.store(free, Ordering::Relaxed);
+        g.fragments.store(frags, Ordering::Relaxed);
+        g.largest_order.store(largest, Ordering::Relaxed);
+        let old_largest = std::mem::replace(&mut self.largest_order, largest);
+        let old_avg = self.avg_order;
+        // mb_update_avg_fragment_size returns at once while optimize scan is off.
+        if optimize_scan {
+            self.avg_order =
+                if frags == 0 { -1 } else { avg_fragment_order(free / frags, num_orders) as i32 };
+        }
+        IndexChange { old_largest, new_largest: largest, old_avg, new_avg: self.avg_order, free }
+    }
+}

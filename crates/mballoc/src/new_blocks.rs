@@ -1,0 +1,321 @@
+//! The request path from the top (`ext4_mb_new_blocks`): validation, the free-space claim,
+//! context setup, existing preallocations, normalisation, the search with its ENOSPC retries,
+//! new preallocations, disk marking and context release.
+
+use std::sync::atomic::Ordering;
+
+use crate::allocator::Allocator;
+use crate::context::{Ctx, Ex, Status};
+use crate::error::Error;
+use crate::normalize::{group_or_file, normalize};
+use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
+use crate::stats::{add, bump};
+
+impl Allocator {
+    /// Allocates blocks for `req`. The result may be shorter than asked (like ext4, callers
+    /// loop); it is never longer. Errors leave the allocator unchanged.
+    pub fn allocate(&self, req: &Request) -> Result<Allocation, Error> {
+        self.validate(req)?;
+        bump(&self.stats.reqs);
+        let tun = self.tun.read().clone();
+        let mut len = req.len.min(self.geo.blocks_per_group());
+        if !req.flags.contains(Flags::DELALLOC_RESERVED) {
+            // ext4_claim_free_clusters: halve the request until it fits the free count.
+            let free = self.free_blocks();
+            while u64::from(len) > free {
+                len /= 2;
+                if len == 0 {
+                    return Err(self.no_space(req.len));
+                }
+            }
+        }
+        let goal = if req.goal < self.geo.first_data_block() { self.geo.first_data_block() } else { req.goal };
+        let (group, start) = self.geo.locate(goal);
+        let o_ex = Ex { group, start, len, logical: req.logical };
+        let mut ctx = Ctx::new(req, &tun, o_ex, len);
+        let group_alloc = group_or_file(&mut ctx, &self.geo, self.fs_is_busy());
+
+        // i_data_sem for the owner's PAs, lg_mutex for the locality group.
+        let owner_arc = ctx.flags.contains(Flags::HINT_DATA).then(|| self.owners.get_or_create(req.owner));
+        let mut owner = owner_arc.as_ref().map(|a| a.lock());
+        let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
+        let result = self.new_blocks(&mut ctx, owner.as_deref_mut(), lg.as_deref_mut());
+        drop(lg);
+        drop(owner);
+        if owner_arc.is_some() {
+            drop(owner_arc);
+            self.owners.forget_if_empty(req.owner);
+        }
+        if let Ok(a) = &result {
+            bump(&self.stats.success);
+            add(&self.stats.blocks_allocated, u64::from(a.extent.len));
+        }
+        result
+    }
+
+    fn validate(&self, req: &Request) -> Result<(), Error> {
+        if req.len == 0 {
+            return Err(Error::ZeroLength { owner: req.owner });
+        }
+        let g = &self.geo;
+        if req.goal >= g.blocks_count() {
+            return Err(Error::GoalOutOfRange { goal: req.goal, blocks_count: g.blocks_count() });
+        }
+        let bad = |what: String| Err(Error::InvalidRequest { owner: req.owner, what });
+        if u64::from(req.logical) + u64::from(req.len) > u64::from(u32::MAX) {
+            return bad(format!("logical {} + len {} passes 2^32 - 1", req.logical, req.len));
+        }
+        if req.pleft != 0 && (req.pleft >= g.blocks_count() || req.lleft >= req.logical) {
+            return bad(format!("left neighbour {}@{} must lie before logical {} and inside the filesystem", req.lleft, req.pleft, req.logical));
+        }
+        if req.pright != 0
+            && (req.pright >= g.blocks_count() || u64::from(req.lright) < u64::from(req.logical) + u64::from(req.len))
+        {
+            return bad(format!("right neighbour {}@{} must lie after the request and inside the filesystem", req.lright, req.pright));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn no_space(&self, requested: u32) -> Error {
+        Error::NoSpace { requested, free: self.free_blocks(), pending: self.pending_blocks() }
+    }
+
+    fn new_blocks(
+        &self,
+        ctx: &mut Ctx,
+        mut owner: Option<&mut OwnerPas>,
+        mut lg: Option<&mut LocalityGroup>,
+    ) -> Result<Allocation, Error> {
+        if let Some(a) = self.use_preallocated(ctx, owner.as_deref_mut(), lg.as_deref_mut())? {
+            bump(&self.stats.prealloc_hits);
+            return Ok(a);
+        }
+        normalize(ctx, &self.geo, owner.as_deref());
+        let mut retries = 0;
+        let mut seq = self.discard_seq.load(Ordering::Relaxed);
+        loop {
+            self.regular_allocator(ctx)?;
+            if ctx.status == Status::Found {
+                break;
+            }
+            retries += 1;
+            if retries < 3 && self.should_retry(ctx, owner.as_deref_mut(), lg.as_deref_mut(), &mut seq) {
+                bump(&self.stats.enospc_retries);
+                ctx.status = Status::Continue;
+                ctx.b_ex = Ex::default();
+                ctx.cr_done = false;
+                continue;
+            }
+            if ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
+                return Err(Error::GoalNotFree { goal: ctx.req.goal, len: ctx.o_ex.len });
+            }
+            return Err(self.no_space(ctx.req.len));
+        }
+        let mut new_pa = None;
+        if ctx.o_ex.len < ctx.b_ex.len {
+            new_pa = match (ctx.flags.contains(Flags::HINT_GROUP_ALLOC), lg.as_deref_mut(), owner.as_deref_mut()) {
+                (true, Some(lg), _) => Some(self.new_group_pa(ctx, lg)),
+                (false, _, Some(owner)) => Some(self.new_inode_pa(ctx, owner)),
+                _ => {
+                    // Cannot happen (surplus needs normalisation), but never leak blocks.
+                    let surplus = Ex { start: ctx.b_ex.start + ctx.o_ex.len, len: ctx.b_ex.len - ctx.o_ex.len, ..ctx.b_ex };
+                    self.release_in_core(surplus);
+                    ctx.b_ex.len = ctx.o_ex.len;
+                    None
+                }
+            };
+        }
+        self.mark_diskspace_used(ctx.b_ex)?;
+        if ctx.b_ex.len == ctx.orig_goal_len {
+            bump(&self.stats.len_goal_hits);
+        }
+        if ctx.g_ex.group == ctx.b_ex.group && ctx.g_ex.start == i64::from(ctx.b_ex.start) {
+            bump(&self.stats.goal_hits);
+        }
+        add(&self.stats.extents_scanned, u64::from(ctx.found));
+        add(&self.stats.groups_scanned, u64::from(ctx.groups_scanned));
+        for (i, n) in ctx.cx_found.iter().enumerate() {
+            add(&self.stats.cr[i].extents_scanned, u64::from(*n));
+        }
+        Ok(self.answer(ctx, Source::Scan, new_pa, None))
+    }
+
+    fn answer(&self, ctx: &Ctx, source: Source, new_pa: Option<NewPa>, pa_used: Option<PaKind>) -> Allocation {
+        Allocation {
+            extent: Extent::new(self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start), ctx.b_ex.len),
+            source,
+            goal: ctx.g_ex,
+            found: ctx.f_ex.as_group_extent(),
+            criterion: if source == Source::Scan { ctx.cr } else { Criterion::Power2Aligned },
+            groups_scanned: ctx.groups_scanned,
+            extents_scanned: ctx.found,
+            flags: ctx.flags,
+            new_pa,
+            pa_used,
+        }
+    }
+
+    /// `ext4_mb_use_preallocated`: the owner's PA covering the logical block, else (small
+    /// files) the locality-group PA nearest the goal.
+    fn use_preallocated(
+        &self,
+        ctx: &mut Ctx,
+        owner: Option<&mut OwnerPas>,
+        lg: Option<&mut LocalityGroup>,
+    ) -> Result<Option<Allocation>, Error> {
+        if !ctx.flags.contains(Flags::HINT_DATA) {
+            return Ok(None);
+        }
+        let l = ctx.o_ex.logical;
+        if let Some(owner) = owner {
+            if let Some(pa) = owner.covering(l).filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa)) {
+                let start = pa.pstart + u64::from(l - pa.lstart);
+                let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
+                let n = (end - start) as u32;
+                let (g, off) = self.geo.locate(start);
+                let ex = Ex { group: g, start: off, len: n, logical: l };
+                if self.disk_range_clear(ex) {
+                    let entry = owner.pas.get_mut(&pa.lstart).expect("covering PA is in the tree");
+                    entry.free -= n.min(entry.free);
+                    if entry.free == 0 {
+                        owner.pas.remove(&pa.lstart);
+                    }
+                    ctx.b_ex = ex;
+                    ctx.f_ex = ex;
+                    ctx.status = Status::Found;
+                    self.mark_diskspace_used(ex)?;
+                    return Ok(Some(self.answer(ctx, Source::Prealloc, None, Some(PaKind::Inode))));
+                }
+                // Part of this PA was handed out already (the owner reused a logical range
+                // without discarding): retire the PA rather than give a block twice.
+                owner.pas.remove(&pa.lstart);
+                self.release_inode_pa(&pa);
+            }
+        }
+        if let Some(lg) = lg.filter(|_| ctx.flags.contains(Flags::HINT_GROUP_ALLOC)) {
+            let goal = self.geo.block_of(ctx.g_ex.group, ctx.goal_start());
+            if let Some((b, i)) = lg.best_for(ctx.o_ex.len, goal) {
+                let mut pa = lg.lists[b].remove(i);
+                let (g, off) = self.geo.locate(pa.pstart);
+                let ex = Ex { group: g, start: off, len: ctx.o_ex.len, logical: ctx.o_ex.logical };
+                ctx.b_ex = ex;
+                ctx.f_ex = ex;
+                ctx.status = Status::Found;
+                self.mark_diskspace_used(ex)?;
+                pa.pstart += u64::from(ex.len);
+                pa.len -= ex.len;
+                if pa.len > 0 {
+                    for t in lg.add_n_trim(pa) {
+                        self.release_group_pa(&t);
+                    }
+                }
+                return Ok(Some(self.answer(ctx, Source::Prealloc, None, Some(PaKind::Group))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `ext4_mb_pa_goal_check`: with GOAL_ONLY, a PA serves only if it maps the goal.
+    fn pa_goal_check(&self, ctx: &Ctx, pa: &InodePa) -> bool {
+        if !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
+            return true;
+        }
+        let start = pa.pstart + u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
+        self.geo.block_of(ctx.g_ex.group, ctx.goal_start()) == start
+            && u64::from(ctx.g_ex.len) <= u64::from(pa.len).saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
+    }
+
+    /// `ext4_mb_new_inode_pa`: keep the surplus of a normalised allocation for the owner.
+    fn new_inode_pa(&self, ctx: &mut Ctx, owner: &mut OwnerPas) -> NewPa {
+        if ctx.b_ex.len < ctx.orig_goal_len {
+            // Place the shorter extent inside the original window, covering the request:
+            // right-aligned, else left-aligned, else at the request.
+            let win_end = u64::from(ctx.g_ex.logical) + u64::from(ctx.orig_goal_len);
+            let o_end = u64::from(ctx.o_ex.logical) + u64::from(ctx.o_ex.len);
+            let right = win_end - u64::from(ctx.b_ex.len);
+            ctx.b_ex.logical = if u64::from(ctx.o_ex.logical) >= right {
+                right as u32
+            } else if o_end <= u64::from(ctx.g_ex.logical) + u64::from(ctx.b_ex.len) {
+                ctx.g_ex.logical
+            } else {
+                ctx.o_ex.logical
+            };
+        }
+        let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
+        let mut pa = InodePa { pstart, lstart: ctx.b_ex.logical, len: ctx.b_ex.len, free: ctx.b_ex.len };
+        add(&self.stats.preallocated, u64::from(pa.len));
+        let created = NewPa { kind: PaKind::Inode, pstart, lstart: u64::from(pa.lstart), len: pa.len };
+        // ext4_mb_use_inode_pa: carve the request out of it.
+        let l = ctx.o_ex.logical;
+        let start = pa.pstart + u64::from(l - pa.lstart);
+        let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
+        let (g, off) = self.geo.locate(start);
+        ctx.b_ex = Ex { group: g, start: off, len: (end - start) as u32, logical: l };
+        pa.free -= ctx.b_ex.len;
+        if pa.free > 0 {
+            owner.pas.insert(pa.lstart, pa);
+        }
+        created
+    }
+
+    /// `ext4_mb_new_group_pa`: keep the surplus for the CPU's locality group.
+    fn new_group_pa(&self, ctx: &mut Ctx, lg: &mut LocalityGroup) -> NewPa {
+        let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
+        let created = NewPa { kind: PaKind::Group, pstart, lstart: pstart, len: ctx.b_ex.len };
+        add(&self.stats.preallocated, u64::from(ctx.b_ex.len));
+        let used = ctx.o_ex.len;
+        let rest = GroupPa { pstart: pstart + u64::from(used), len: ctx.b_ex.len - used };
+        ctx.b_ex.len = used;
+        ctx.b_ex.logical = ctx.o_ex.logical;
+        for t in lg.add_n_trim(rest) {
+            self.release_group_pa(&t);
+        }
+        created
+    }
+
+    /// Whether `ex` is clear in its group's on-disk bitmap.
+    fn disk_range_clear(&self, ex: Ex) -> bool {
+        let st = self.groups[ex.group as usize].lock.lock();
+        st.loaded.as_ref().is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len))
+    }
+
+    /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk.
+    fn mark_diskspace_used(&self, ex: Ex) -> Result<(), Error> {
+        let grp = &self.groups[ex.group as usize];
+        let mut st = grp.lock.lock();
+        let Some(l) = st.loaded.as_mut() else {
+            return Err(Error::CorruptGroup { group: ex.group, reason: "allocation from an unloaded group".into() });
+        };
+        if !l.disk.all_clear(ex.start, ex.start + ex.len) || !l.buddy.bitmap().all_set(ex.start, ex.start + ex.len) {
+            grp.set_flag(crate::group::state::BBITMAP_CORRUPT);
+            return Err(Error::CorruptGroup { group: ex.group, reason: format!("allocated [{}, +{}) overlaps blocks in use", ex.start, ex.len) });
+        }
+        l.disk.set_range(ex.start, ex.start + ex.len);
+        st.desc_free -= ex.len;
+        self.free_blocks.fetch_sub(i64::from(ex.len), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `ext4_mb_discard_preallocations_should_retry`: free every preallocation we can, retry
+    /// if that freed something or anything changed since the last try.
+    fn should_retry(
+        &self,
+        ctx: &mut Ctx,
+        owner: Option<&mut OwnerPas>,
+        lg: Option<&mut LocalityGroup>,
+        seq: &mut u64,
+    ) -> bool {
+        let freed = self.discard_all_preallocations(owner, lg);
+        if freed > 0 {
+            return true;
+        }
+        let now = self.discard_seq.load(Ordering::Relaxed);
+        if !ctx.flags.contains(Flags::STRICT_CHECK) || now != *seq {
+            ctx.flags |= Flags::STRICT_CHECK;
+            *seq = now;
+            return true;
+        }
+        false
+    }
+}

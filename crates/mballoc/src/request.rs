@@ -1,0 +1,275 @@
+//! What a caller asks for and what it gets back (`struct ext4_allocation_request`, and the
+//! fields of the `ext4_mballoc_alloc` tracepoint that explain how the answer was found).
+
+use std::fmt;
+use std::ops::{BitAnd, BitOr, BitOrAssign};
+
+/// `EXT4_MB_*` allocation hint bits, with the kernel's values.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u32);
+
+impl Flags {
+    pub const HINT_MERGE: Flags = Flags(0x1);
+    pub const HINT_FIRST: Flags = Flags(0x8);
+    pub const HINT_DATA: Flags = Flags(0x20);
+    pub const HINT_NOPREALLOC: Flags = Flags(0x40);
+    pub const HINT_GROUP_ALLOC: Flags = Flags(0x80);
+    pub const HINT_GOAL_ONLY: Flags = Flags(0x100);
+    pub const HINT_TRY_GOAL: Flags = Flags(0x200);
+    pub const DELALLOC_RESERVED: Flags = Flags(0x400);
+    pub const STREAM_ALLOC: Flags = Flags(0x800);
+    pub const USE_ROOT_BLOCKS: Flags = Flags(0x1000);
+    pub const USE_RESERVED: Flags = Flags(0x2000);
+    pub const STRICT_CHECK: Flags = Flags(0x4000);
+
+    const NAMES: [(Flags, &'static str); 12] = [
+        (Flags::HINT_MERGE, "HINT_MERGE"),
+        (Flags::HINT_FIRST, "HINT_FIRST"),
+        (Flags::HINT_DATA, "HINT_DATA"),
+        (Flags::HINT_NOPREALLOC, "HINT_NOPREALLOC"),
+        (Flags::HINT_GROUP_ALLOC, "HINT_GRP_ALLOC"),
+        (Flags::HINT_GOAL_ONLY, "HINT_GOAL_ONLY"),
+        (Flags::HINT_TRY_GOAL, "HINT_TRY_GOAL"),
+        (Flags::DELALLOC_RESERVED, "DELALLOC_RESV"),
+        (Flags::STREAM_ALLOC, "STREAM_ALLOC"),
+        (Flags::USE_ROOT_BLOCKS, "USE_ROOT_BLKS"),
+        (Flags::USE_RESERVED, "USE_RESV"),
+        (Flags::STRICT_CHECK, "STRICT_CHECK"),
+    ];
+
+    #[inline]
+    pub fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+    #[inline]
+    pub fn remove(&mut self, other: Flags) {
+        self.0 &= !other.0;
+    }
+}
+
+impl BitOr for Flags {
+    type Output = Flags;
+    fn bitor(self, rhs: Flags) -> Flags {
+        Flags(self.0 | rhs.0)
+    }
+}
+impl BitOrAssign for Flags {
+    fn bitor_assign(&mut self, rhs: Flags) {
+        self.0 |= rhs.0;
+    }
+}
+impl BitAnd for Flags {
+    type Output = Flags;
+    fn bitand(self, rhs: Flags) -> Flags {
+        Flags(self.0 & rhs.0)
+    }
+}
+
+impl fmt::Debug for Flags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> =
+            Flags::NAMES.iter().filter(|(b, _)| self.contains(*b)).map(|&(_, n)| n).collect();
+        if names.is_empty() {
+            write!(f, "0")
+        } else {
+            write!(f, "{}", names.join("|"))
+        }
+    }
+}
+
+/// One allocation request. Build it with [`Request::new`] and the `with_*` setters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Owner (inode number): selects the stream goal slot and owns inode preallocations.
+    pub owner: u64,
+    /// Logical block of the request inside the owner.
+    pub logical: u32,
+    /// Blocks wanted.
+    pub len: u32,
+    /// Physical goal block (out of range goals fall back to the first data block, like ext4).
+    pub goal: u64,
+    /// Logical/physical block of the nearest mapped neighbour on the left (0 = none).
+    pub lleft: u32,
+    pub pleft: u64,
+    /// Logical/physical block of the nearest mapped neighbour on the right (0 = none).
+    pub lright: u32,
+    pub pright: u64,
+    pub flags: Flags,
+    /// The owner's size in bytes (`i_size`): drives normalisation and the stream decision.
+    pub i_size: u64,
+    /// Whether the owner is open for write (`inode_is_open_for_write`).
+    pub open_for_write: bool,
+    /// CPU of the caller: locality groups are per CPU.
+    pub cpu: u32,
+    /// Whether the owner is an extent-mapped inode (v6.18 optimises scans only for those).
+    pub extents: bool,
+}
+
+impl Request {
+    /// A data request (`HINT_DATA`) of `len` blocks at logical block `logical` of `owner`,
+    /// with the owner open for write and sized to the end of the request.
+    pub fn new(owner: u64, logical: u32, len: u32) -> Request {
+        Request {
+            owner,
+            logical,
+            len,
+            goal: 0,
+            lleft: 0,
+            pleft: 0,
+            lright: 0,
+            pright: 0,
+            flags: Flags::HINT_DATA,
+            i_size: 0,
+            open_for_write: true,
+            cpu: 0,
+            extents: true,
+        }
+    }
+    pub fn with_goal(mut self, goal: u64) -> Self {
+        self.goal = goal;
+        self
+    }
+    pub fn with_flags(mut self, flags: Flags) -> Self {
+        self.flags = flags;
+        self
+    }
+    pub fn with_i_size(mut self, i_size: u64) -> Self {
+        self.i_size = i_size;
+        self
+    }
+    pub fn with_cpu(mut self, cpu: u32) -> Self {
+        self.cpu = cpu;
+        self
+    }
+    pub fn with_open_for_write(mut self, open: bool) -> Self {
+        self.open_for_write = open;
+        self
+    }
+    pub fn with_left(mut self, lleft: u32, pleft: u64) -> Self {
+        self.lleft = lleft;
+        self.pleft = pleft;
+        self
+    }
+    pub fn with_right(mut self, lright: u32, pright: u64) -> Self {
+        self.lright = lright;
+        self.pright = pright;
+        self
+    }
+}
+
+/// A run of physical blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Extent {
+    pub start: u64,
+    pub len: u32,
+}
+
+impl Extent {
+    pub fn new(start: u64, len: u32) -> Extent {
+        Extent { start, len }
+    }
+    pub fn end(&self) -> u64 {
+        self.start + u64::from(self.len)
+    }
+}
+
+/// The allocation criteria (`enum criteria`), in pass order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Criterion {
+    Power2Aligned = 0,
+    GoalLenFast = 1,
+    BestAvailLen = 2,
+    GoalLenSlow = 3,
+    AnyFree = 4,
+}
+
+impl Criterion {
+    pub const ALL: [Criterion; 5] = [
+        Criterion::Power2Aligned,
+        Criterion::GoalLenFast,
+        Criterion::BestAvailLen,
+        Criterion::GoalLenSlow,
+        Criterion::AnyFree,
+    ];
+    /// The kernel's name, as tracepoints print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Criterion::Power2Aligned => "CR_POWER2_ALIGNED",
+            Criterion::GoalLenFast => "CR_GOAL_LEN_FAST",
+            Criterion::BestAvailLen => "CR_BEST_AVAIL_LEN",
+            Criterion::GoalLenSlow => "CR_GOAL_LEN_SLOW",
+            Criterion::AnyFree => "CR_ANY_FREE",
+        }
+    }
+    /// `ext4_mb_cr_expensive`.
+    pub fn expensive(self) -> bool {
+        self >= Criterion::GoalLenSlow
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+    pub(crate) fn next(self) -> Option<Criterion> {
+        Criterion::ALL.get(self as usize + 1).copied()
+    }
+}
+
+/// An extent inside one group, as the kernel's `struct ext4_free_extent` prints it
+/// (`group/start/len@logical`). `start == -1` marks a stream goal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GroupExtent {
+    pub group: u32,
+    pub start: i64,
+    pub len: u32,
+    pub logical: u32,
+}
+
+/// Where the answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The group scan (`ext4_mb_regular_allocator`).
+    Scan,
+    /// An existing preallocation.
+    Prealloc,
+}
+
+/// Kind of a preallocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaKind {
+    /// Belongs to one owner, maps a logical range.
+    Inode,
+    /// Belongs to a per-CPU locality group, consumed from its start.
+    Group,
+}
+
+/// A preallocation created by a request (the `ext4_mb_new_*_pa` tracepoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewPa {
+    pub kind: PaKind,
+    pub pstart: u64,
+    pub lstart: u64,
+    pub len: u32,
+}
+
+/// The answer to one request: the blocks, and how they were found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// Blocks given to the caller (may be shorter than asked; callers loop).
+    pub extent: Extent,
+    pub source: Source,
+    /// The goal after normalisation, stream-goal substitution and trimming (`ac_g_ex`).
+    pub goal: GroupExtent,
+    /// The extent taken from the buddy (`ac_f_ex`): the whole new PA when one was created.
+    pub found: GroupExtent,
+    /// Criterion at which the search ended (`CR_POWER2_ALIGNED` for a goal hit).
+    pub criterion: Criterion,
+    /// Groups whose buddy was scanned (`ac_groups_scanned`).
+    pub groups_scanned: u32,
+    /// Free extents measured (`ac_found`).
+    pub extents_scanned: u32,
+    /// The context's flags after the group-or-file decision and normalisation.
+    pub flags: Flags,
+    /// The preallocation this request created, if any.
+    pub new_pa: Option<NewPa>,
+    /// Kind of the existing preallocation used (`Source::Prealloc`).
+    pub pa_used: Option<PaKind>,
+}

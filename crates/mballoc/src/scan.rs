@@ -1,0 +1,335 @@
+//! Visiting one group: the gates that decide whether a group is worth a look, the searches
+//! inside it, and the best-extent policy (`ext4_mb_scan_group`, `ext4_mb_good_group_nolock`,
+//! `ext4_mb_good_group`, `ext4_mb_simple_scan_group`, `ext4_mb_scan_aligned`,
+//! `ext4_mb_complex_scan_group`, `ext4_mb_measure_extent`, `ext4_mb_check_limits`,
+//! `ext4_mb_use_best_found`, `ext4_mb_find_by_goal`, `ext4_mb_try_best_found`).
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::MutexGuard;
+
+use crate::allocator::Allocator;
+use crate::context::{Ctx, Ex, Status};
+use crate::error::Error;
+use crate::group::{state, Group, GroupState};
+use crate::request::{Criterion, Flags};
+use crate::stats::bump;
+
+/// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
+const MAX_CONTENTION: u32 = 8;
+const CONTENTION_THRESHOLD: u32 = 2;
+/// `EXT4_FLEX_SIZE_DIR_ALLOC_SCHEME`.
+const FLEX_SIZE_DIR_ALLOC_SCHEME: u32 = 4;
+
+impl Allocator {
+    /// `ext4_lock_group`: try first; on contention bump `s_lock_busy` and wait.
+    pub(crate) fn lock_group<'a>(&self, grp: &'a Group) -> MutexGuard<'a, GroupState> {
+        if let Some(g) = self.try_lock_group(grp) {
+            return g;
+        }
+        let _ = self.lock_busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some((v + 1).min(MAX_CONTENTION)));
+        grp.lock.lock()
+    }
+
+    /// `ext4_try_lock_group`: success lowers `s_lock_busy`, failure leaves it.
+    pub(crate) fn try_lock_group<'a>(&self, grp: &'a Group) -> Option<MutexGuard<'a, GroupState>> {
+        let g = grp.lock.try_lock()?;
+        let _ = self.lock_busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+        Some(g)
+    }
+
+    /// `ext4_fs_is_busy`.
+    pub(crate) fn fs_is_busy(&self) -> bool {
+        self.lock_busy.load(Ordering::Relaxed) > CONTENTION_THRESHOLD
+    }
+
+    /// `ext4_mb_scan_group`: visit one group at the current criterion.
+    pub(crate) fn scan_group(&self, ctx: &mut Ctx, g: u32) -> Result<(), Error> {
+        self.might_prefetch(ctx, g);
+        let grp = &self.groups[g as usize];
+        let cr = ctx.cr;
+        let skip_busy = ctx.tun.try_lock_groups && cr < Criterion::AnyFree;
+        if skip_busy && grp.lock.is_locked() {
+            bump(&self.stats.busy_skips);
+            return Ok(());
+        }
+        match self.good_group_nolock(ctx, grp, cr) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) => {
+                ctx.first_err.get_or_insert(e);
+                return Ok(());
+            }
+        }
+        self.load_group(g)?;
+        let mut st = if skip_busy {
+            match self.try_lock_group(grp) {
+                Some(st) => st,
+                None => {
+                    bump(&self.stats.busy_skips);
+                    return Ok(());
+                }
+            }
+        } else {
+            self.lock_group(grp)
+        };
+        if self.good_group(ctx, grp, cr) {
+            self.scan_in_group(ctx, grp, &mut st);
+        }
+        Ok(())
+    }
+
+    /// `ext4_mb_good_group_nolock`: cheap checks from the lock-free summary, and buddy
+    /// initialisation of never-loaded groups where the criterion allows it.
+    fn good_group_nolock(&self, ctx: &Ctx, grp: &Group, cr: Criterion) -> Result<bool, Error> {
+        bump(&self.stats.cr[cr.index()].groups_considered);
+        let free = if ctx.flags.contains(Flags::STRICT_CHECK) {
+            let _st = self.lock_group(grp);
+            grp.bb_free()
+        } else {
+            grp.bb_free()
+        };
+        if free == 0 || (cr < Criterion::AnyFree && free < ctx.g_ex.len) || grp.is_corrupt() {
+            return Ok(false);
+        }
+        if grp.need_init() {
+            let flex = self.geo.flex_bg_size();
+            let first_of_flex = flex > 1 && grp.no % flex == 0;
+            if !cr.expensive() && !first_of_flex {
+                return Ok(false);
+            }
+            self.load_group(grp.no)?;
+        }
+        Ok(self.good_group(ctx, grp, cr))
+    }
+
+    /// `ext4_mb_good_group`: is this group worth scanning at `cr`?
+    pub(crate) fn good_group(&self, ctx: &Ctx, grp: &Group, cr: Criterion) -> bool {
+        if grp.is_corrupt() {
+            return false;
+        }
+        let (free, frags) = (grp.bb_free(), grp.bb_fragments());
+        if free == 0 || frags == 0 {
+            return false;
+        }
+        match cr {
+            Criterion::Power2Aligned => {
+                let flex = self.geo.flex_bg_size();
+                if ctx.flags.contains(Flags::HINT_DATA) && flex >= FLEX_SIZE_DIR_ALLOC_SCHEME && grp.no % flex == 0 {
+                    return false;
+                }
+                if free < ctx.g_ex.len {
+                    return false;
+                }
+                ctx.two_order as usize >= self.geo.num_orders()
+                    || grp.largest_order.load(Ordering::Relaxed) >= ctx.two_order as i32
+            }
+            Criterion::GoalLenFast | Criterion::BestAvailLen => free / frags >= ctx.g_ex.len,
+            Criterion::GoalLenSlow => free >= ctx.g_ex.len,
+            Criterion::AnyFree => true,
+        }
+    }
+
+    /// `__ext4_mb_scan_group`.
+    fn scan_in_group(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        ctx.groups_scanned += 1;
+        if ctx.cr == Criterion::Power2Aligned {
+            return self.simple_scan(ctx, grp, st);
+        }
+        let stripe = ctx.tun.stripe;
+        let stripe_aligned = stripe >= 1 && ctx.g_ex.len % stripe == 0;
+        if matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen) && stripe_aligned {
+            self.aligned_scan(ctx, grp, st);
+        }
+        if ctx.status == Status::Continue {
+            self.complex_scan(ctx, grp, st);
+        }
+    }
+
+    /// `ext4_mb_simple_scan_group`: the lowest free chunk of the smallest order ≥ `2^ac_2order`.
+    fn simple_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        let Some(l) = st.loaded.as_ref() else { return };
+        for order in ctx.two_order..self.geo.num_orders() as u32 {
+            if l.buddy.counters()[order as usize] == 0 {
+                continue;
+            }
+            let Some(k) = l.buddy.first_chunk_of_order(order) else {
+                grp.set_flag(state::BBITMAP_CORRUPT);
+                return;
+            };
+            ctx.found += 1;
+            ctx.cx_found[ctx.cr.index()] += 1;
+            ctx.b_ex = Ex { group: grp.no, start: k, len: 1 << order, logical: 0 };
+            self.use_best_found(ctx, grp, st);
+            bump(&self.stats.two_order_hits);
+            return;
+        }
+    }
+
+    /// `ext4_mb_scan_aligned`: stripe-aligned starts, first one with a full stripe free.
+    fn aligned_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        let stripe = u64::from(ctx.tun.stripe);
+        let first_block = self.geo.group_first_block(grp.no);
+        let first = first_block.div_ceil(stripe) * stripe - first_block;
+        let bpg = u64::from(self.geo.blocks_per_group());
+        let mut i = first;
+        while i < bpg {
+            let hit = st.loaded.as_ref().and_then(|l| {
+                let s = i as u32;
+                (l.buddy.is_free(s)).then(|| l.buddy.find_extent(s, stripe as u32)).filter(|&m| u64::from(m) >= stripe)
+            });
+            if let Some(max) = hit {
+                ctx.found += 1;
+                ctx.cx_found[ctx.cr.index()] += 1;
+                ctx.b_ex = Ex { group: grp.no, start: i as u32, len: max, logical: 0 };
+                self.use_best_found(ctx, grp, st);
+                return;
+            }
+            i += stripe;
+        }
+    }
+
+    /// `ext4_mb_complex_scan_group`: walk the free extents of the bitmap, measuring each.
+    fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        let Some(l) = st.loaded.as_ref() else { return };
+        let mut free = l.buddy.free();
+        let mut i = l.buddy.first_free();
+        while free > 0 && ctx.status == Status::Continue {
+            let Some(l) = st.loaded.as_ref() else { return };
+            let Some(s) = l.buddy.next_free(i) else {
+                grp.set_flag(state::BBITMAP_CORRUPT);
+                break;
+            };
+            i = s;
+            if !ctx.cr.expensive() {
+                let j = l.buddy.next_used(i);
+                if j - i < ctx.g_ex.len {
+                    free = free.saturating_sub(j - i);
+                    i = j;
+                    continue;
+                }
+            }
+            let len = l.buddy.find_extent(i, ctx.g_ex.len);
+            if len == 0 || free < len {
+                grp.set_flag(state::BBITMAP_CORRUPT);
+                break;
+            }
+            if self.measure_extent(ctx, Ex { group: grp.no, start: i, len, logical: 0 }) {
+                self.use_best_found(ctx, grp, st);
+            }
+            i += len;
+            free -= len;
+        }
+        if self.check_limits(ctx, grp.no, true) {
+            self.use_best_found(ctx, grp, st);
+        }
+    }
+
+    /// `ext4_mb_measure_extent`: keep the best extent; true = use `b_ex` now.
+    fn measure_extent(&self, ctx: &mut Ctx, ex: Ex) -> bool {
+        ctx.found += 1;
+        ctx.cx_found[ctx.cr.index()] += 1;
+        if ctx.flags.contains(Flags::HINT_FIRST) || ex.len == ctx.g_ex.len {
+            ctx.b_ex = ex;
+            return true;
+        }
+        if ctx.b_ex.len == 0 {
+            ctx.b_ex = ex;
+            return false;
+        }
+        let goal = ctx.g_ex.len;
+        if ctx.b_ex.len < goal {
+            if ex.len > ctx.b_ex.len {
+                ctx.b_ex = ex;
+            }
+        } else if ex.len > goal && ex.len < ctx.b_ex.len {
+            ctx.b_ex = ex;
+        }
+        self.check_limits(ctx, ex.group, false)
+    }
+
+    /// `ext4_mb_check_limits`: stop after `mb_max_to_scan` extents; use a sufficient best
+    /// once the group is done or `mb_min_to_scan` extents were seen. True = use `b_ex` now.
+    fn check_limits(&self, ctx: &mut Ctx, group: u32, finish_group: bool) -> bool {
+        if ctx.status == Status::Found {
+            return false;
+        }
+        if ctx.found > ctx.tun.mb_max_to_scan && !ctx.flags.contains(Flags::HINT_FIRST) {
+            ctx.status = Status::Break;
+            return false;
+        }
+        if ctx.b_ex.len < ctx.g_ex.len {
+            return false;
+        }
+        // The kernel would BUG if the best lay in another group; it cannot, as a sufficient
+        // best is always used before its group is left.
+        (finish_group || ctx.found > ctx.tun.mb_min_to_scan) && ctx.b_ex.group == group
+    }
+
+    /// `ext4_mb_use_best_found`: take `b_ex` (cut to the goal length) out of the buddy.
+    /// Preallocation of the surplus is done by the caller once the group lock is dropped.
+    pub(crate) fn use_best_found(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        let Some(l) = st.loaded.as_mut() else { return };
+        ctx.b_ex.len = ctx.b_ex.len.min(ctx.g_ex.len);
+        ctx.b_ex.logical = ctx.g_ex.logical;
+        let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
+        self.discard_seq.fetch_add(1, Ordering::Relaxed);
+        self.publish(grp, st, ctx.tun.mb_optimize_scan);
+        ctx.f_ex = ctx.b_ex;
+        ctx.status = Status::Found;
+        ctx.tail = ret & 0xffff;
+        ctx.buddy = ret >> 16;
+        if ctx.flags.contains(Flags::STREAM_ALLOC) {
+            self.set_stream_goal(ctx.req.owner, ctx.f_ex.group);
+        }
+    }
+
+    /// `ext4_mb_find_by_goal`: try exactly the goal (merge goals, GOAL_ONLY requests).
+    pub(crate) fn find_by_goal(&self, ctx: &mut Ctx) -> Result<(), Error> {
+        if !ctx.flags.contains(Flags::HINT_TRY_GOAL) && !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
+            return Ok(());
+        }
+        let grp = &self.groups[ctx.g_ex.group as usize];
+        if grp.bb_free() == 0 {
+            return Ok(());
+        }
+        if let Err(e) = self.load_group(grp.no) {
+            return if ctx.flags.contains(Flags::HINT_GOAL_ONLY) { Err(e) } else { Ok(()) };
+        }
+        let mut st = self.lock_group(grp);
+        if grp.is_corrupt() {
+            return Ok(());
+        }
+        let Some(l) = st.loaded.as_ref() else { return Ok(()) };
+        let start = ctx.goal_start();
+        let max = l.buddy.find_extent(start, ctx.g_ex.len);
+        let stripe = ctx.tun.stripe;
+        let accept = if max >= ctx.g_ex.len && stripe > 0 && ctx.g_ex.len == stripe {
+            self.geo.block_of(grp.no, start) % u64::from(stripe) == 0
+        } else {
+            max >= ctx.g_ex.len || (max > 0 && ctx.flags.contains(Flags::HINT_MERGE))
+        };
+        if accept {
+            ctx.found += 1;
+            ctx.b_ex = Ex { group: grp.no, start, len: max, logical: 0 };
+            self.use_best_found(ctx, grp, &mut st);
+        }
+        Ok(())
+    }
+
+    /// `ext4_mb_try_best_found`: after the passes, take the remembered best if still free.
+    pub(crate) fn try_best_found(&self, ctx: &mut Ctx) {
+        let ex = ctx.b_ex;
+        let grp = &self.groups[ex.group as usize];
+        let mut st = self.lock_group(grp);
+        if grp.is_corrupt() {
+            return;
+        }
+        let Some(l) = st.loaded.as_ref() else { return };
+        let max = l.buddy.find_extent(ex.start, ex.len);
+        if max > 0 {
+            ctx.b_ex = Ex { len: max, ..ex };
+            self.use_best_found(ctx, grp, &mut st);
+        }
+    }
+}

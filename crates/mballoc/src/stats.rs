@@ -1,0 +1,182 @@
+//! Counters with the names of `/proc/fs/ext4/<dev>/mb_stats`, and the `mb_groups` dump.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Per-criterion counters (`s_bal_cX_*`).
+#[derive(Default)]
+pub struct CrStats {
+    pub hits: AtomicU64,
+    pub groups_considered: AtomicU64,
+    pub extents_scanned: AtomicU64,
+    pub useless_loops: AtomicU64,
+}
+
+/// Live counters, updated with relaxed atomics.
+#[derive(Default)]
+pub struct Stats {
+    pub reqs: AtomicU64,
+    pub success: AtomicU64,
+    pub blocks_allocated: AtomicU64,
+    pub extents_scanned: AtomicU64,
+    pub groups_scanned: AtomicU64,
+    pub goal_hits: AtomicU64,
+    pub stream_goal_hits: AtomicU64,
+    pub len_goal_hits: AtomicU64,
+    pub two_order_hits: AtomicU64,
+    pub breaks: AtomicU64,
+    pub lost: AtomicU64,
+    pub buddies_generated: AtomicU64,
+    pub bitmap_loads: AtomicU64,
+    pub prefetch_loads: AtomicU64,
+    pub prefetch_ios: AtomicU64,
+    pub prefetch_desc_lookups: AtomicU64,
+    pub preallocated: AtomicU64,
+    pub discarded: AtomicU64,
+    pub prealloc_hits: AtomicU64,
+    pub busy_skips: AtomicU64,
+    pub enospc_retries: AtomicU64,
+    pub commits: AtomicU64,
+    pub cr: [CrStats; 5],
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub reqs: u64,
+    pub success: u64,
+    pub blocks_allocated: u64,
+    pub extents_scanned: u64,
+    pub groups_scanned: u64,
+    pub goal_hits: u64,
+    pub stream_goal_hits: u64,
+    pub len_goal_hits: u64,
+    pub two_order_hits: u64,
+    pub breaks: u64,
+    pub lost: u64,
+    pub buddies_generated: u64,
+    pub bitmap_loads: u64,
+    pub prefetch_loads: u64,
+    pub prefetch_ios: u64,
+    pub prefetch_desc_lookups: u64,
+    pub preallocated: u64,
+    pub discarded: u64,
+    pub prealloc_hits: u64,
+    pub busy_skips: u64,
+    pub enospc_retries: u64,
+    pub commits: u64,
+    /// Per criterion: hits, groups_considered, extents_scanned, useless_loops.
+    pub cr: [[u64; 4]; 5],
+    pub groups: u32,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+pub(crate) fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+impl Stats {
+    pub fn snapshot(&self, groups: u32) -> StatsSnapshot {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            reqs: l(&self.reqs),
+            success: l(&self.success),
+            blocks_allocated: l(&self.blocks_allocated),
+            extents_scanned: l(&self.extents_scanned),
+            groups_scanned: l(&self.groups_scanned),
+            goal_hits: l(&self.goal_hits),
+            stream_goal_hits: l(&self.stream_goal_hits),
+            len_goal_hits: l(&self.len_goal_hits),
+            two_order_hits: l(&self.two_order_hits),
+            breaks: l(&self.breaks),
+            lost: l(&self.lost),
+            buddies_generated: l(&self.buddies_generated),
+            bitmap_loads: l(&self.bitmap_loads),
+            prefetch_loads: l(&self.prefetch_loads),
+            prefetch_ios: l(&self.prefetch_ios),
+            prefetch_desc_lookups: l(&self.prefetch_desc_lookups),
+            preallocated: l(&self.preallocated),
+            discarded: l(&self.discarded),
+            prealloc_hits: l(&self.prealloc_hits),
+            busy_skips: l(&self.busy_skips),
+            enospc_retries: l(&self.enospc_retries),
+            commits: l(&self.commits),
+            cr: std::array::from_fn(|i| {
+                let c = &self.cr[i];
+                [l(&c.hits), l(&c.groups_considered), l(&c.extents_scanned), l(&c.useless_loops)]
+            }),
+            groups,
+        }
+    }
+}
+
+impl StatsSnapshot {
+    /// The text of `/proc/fs/ext4/<dev>/mb_stats` (`ext4_seq_mb_stats_show`), plus our own
+    /// lines for loads, prefetch and busy-group skips.
+    pub fn to_proc_text(&self) -> String {
+        let mut s = String::from("mballoc:\n");
+        let _ = writeln!(s, "\treqs: {}", self.reqs);
+        let _ = writeln!(s, "\tsuccess: {}", self.success);
+        let _ = writeln!(s, "\tgroups_scanned: {}", self.groups_scanned);
+        let names = ["cr_p2_aligned_stats", "cr_goal_fast_stats", "cr_best_avail_stats", "cr_goal_slow_stats", "cr_any_free_stats"];
+        for (name, c) in names.iter().zip(self.cr.iter()) {
+            let _ = writeln!(s, "\t{name}:");
+            let _ = writeln!(s, "\t\thits: {}", c[0]);
+            let _ = writeln!(s, "\t\tgroups_considered: {}", c[1]);
+            let _ = writeln!(s, "\t\textents_scanned: {}", c[2]);
+            let _ = writeln!(s, "\t\tuseless_loops: {}", c[3]);
+        }
+        let _ = writeln!(s, "\textents_scanned: {}", self.extents_scanned);
+        let _ = writeln!(s, "\t\tgoal_hits: {}", self.goal_hits);
+        let _ = writeln!(s, "\t\tstream_goal_hits: {}", self.stream_goal_hits);
+        let _ = writeln!(s, "\t\tlen_goal_hits: {}", self.len_goal_hits);
+        let _ = writeln!(s, "\t\t2^n_hits: {}", self.two_order_hits);
+        let _ = writeln!(s, "\t\tbreaks: {}", self.breaks);
+        let _ = writeln!(s, "\t\tlost: {}", self.lost);
+        let _ = writeln!(s, "\tbuddies_generated: {}/{}", self.buddies_generated, self.groups);
+        let _ = writeln!(s, "\tpreallocated: {}", self.preallocated);
+        let _ = writeln!(s, "\tdiscarded: {}", self.discarded);
+        let _ = writeln!(s, "\tbitmap_loads: {}", self.bitmap_loads);
+        let _ = writeln!(s, "\tprefetch_loads: {}", self.prefetch_loads);
+        let _ = writeln!(s, "\tbusy_group_skips: {}", self.busy_skips);
+        s
+    }
+}
+
+/// One group's line of `/proc/fs/ext4/<dev>/mb_groups`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSnapshot {
+    pub group: u32,
+    pub free: u32,
+    pub fragments: u32,
+    pub first_free: u32,
+    /// Free buddy chunks per order (orders past bsbits+1 are absent).
+    pub counters: Vec<u32>,
+    pub corrupt: bool,
+    pub loaded: bool,
+    /// Clusters freed but not committed yet.
+    pub pending: u32,
+    /// Free clusters per the descriptor (on-disk view).
+    pub desc_free: u32,
+    pub largest_free_order: i32,
+    pub size_class: u8,
+}
+
+/// The `mb_groups` text (`ext4_mb_seq_groups_show`): 14 order columns, as the kernel prints.
+pub fn mb_groups_text(groups: &[GroupSnapshot]) -> String {
+    let mut s = String::from("#group: free  frags first [ 2^0   2^1   2^2   2^3   2^4   2^5   2^6   2^7   2^8   2^9   2^10  2^11  2^12  2^13  ]\n");
+    for g in groups {
+        let _ = write!(s, "#{:<5}: {:<5} {:<5} {:<5} [", g.group, g.free, g.fragments, g.first_free);
+        for i in 0..14 {
+            let _ = write!(s, " {:<5}", g.counters.get(i).copied().unwrap_or(0));
+        }
+        s.push_str(" ]");
+        if g.corrupt {
+            s.push_str(" Block bitmap corrupted!");
+        }
+        s.push('\n');
+    }
+    s
+}
