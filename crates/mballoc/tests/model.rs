@@ -1,0 +1,257 @@
+//! Every allocation path against a reference model: a plain per-block state array that knows
+//! what is allocated, what waits for a commit and what is free. Random operation sequences
+//! (proptest) under every policy; plus many threads at once.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use mballoc::{Allocator, Error, Extent, Flags, Geometry, Request, Tunables};
+use proptest::prelude::*;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum B {
+    Free,
+    Used(u64),
+    Pending,
+}
+
+struct Model {
+    blocks: Vec<B>,
+    live: Vec<(u64, Extent)>,
+}
+
+impl Model {
+    fn new(geo: &Geometry, used: &[(u64, u64)]) -> Model {
+        let mut blocks = vec![B::Free; geo.blocks_count() as usize];
+        for &(s, l) in used {
+            for b in s..s + l {
+                blocks[b as usize] = B::Used(0);
+            }
+        }
+        Model { blocks, live: Vec::new() }
+    }
+    fn count(&self, f: impl Fn(B) -> bool) -> u64 {
+        self.blocks.iter().filter(|&&b| f(b)).count() as u64
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc { owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64 },
+    Free { pick: usize, trim: u32 },
+    Commit,
+    Discard { owner: u64 },
+    DoubleFree { pick: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (1u64..12, 0u32..4000, 1u32..3000, 0u8..4, 0u32..2, 0u64..261_000).prop_map(|(owner, logical, len, kind, cpu, goal)| Op::Alloc { owner, logical, len, kind, cpu, goal }),
+        3 => (any::<usize>(), 0u32..8).prop_map(|(pick, trim)| Op::Free { pick, trim }),
+        1 => Just(Op::Commit),
+        1 => (1u64..12).prop_map(|owner| Op::Discard { owner }),
+        1 => any::<usize>().prop_map(|pick| Op::DoubleFree { pick }),
+    ]
+}
+
+fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) -> Request {
+    let len = match kind {
+        0 => len % 8 + 1, // small file: locality group
+        _ => len,
+    };
+    let r = Request::new(owner, logical, len).with_cpu(cpu).with_goal(goal);
+    match kind {
+        0 => r.with_i_size(u64::from(logical + len) * 4096),
+        1 => r.with_i_size(u64::from(logical + len) * 4096 + 12_345),
+        2 => r.with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC),
+        _ => r.with_flags(Flags(0)), // metadata
+    }
+}
+
+fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let geo = Geometry::new(4096, 32768, 8 * 32768 - 1000, 0, 16).unwrap();
+    let used = [(0u64, 300u64), (32768, 129), (5 * 32768 + 77, 4000)];
+    let mut t = Tunables::for_geometry(&geo, 2);
+    match policy {
+        "optimize" => t.mb_optimize_scan = true,
+        "linux-6.16" => {
+            t.nr_global_goals = 1;
+            t.try_lock_groups = false;
+        }
+        "proposed" => {
+            t.mb_max_prealloc_kb = 32768;
+            t.prefetch_test_before_set = true;
+            t.mb_optimize_scan = true;
+        }
+        _ => {}
+    }
+    let a = Allocator::builder(geo).used(&used).tunables(t).cpus(2).lazy(policy == "proposed").build().unwrap();
+    let mut m = Model::new(&geo, &used);
+    for op in ops {
+        match op {
+            Op::Alloc { owner, logical, len, kind, cpu, goal } => {
+                let req = request(owner, logical, len, kind, cpu, goal);
+                match a.allocate(&req) {
+                    Ok(got) => {
+                        let e = got.extent;
+                        prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
+                        for b in e.start..e.end() {
+                            prop_assert_eq!(m.blocks[b as usize], B::Free, "block {} handed out while {:?}", b, m.blocks[b as usize]);
+                            m.blocks[b as usize] = B::Used(owner);
+                        }
+                        m.live.push((owner, e));
+                    }
+                    Err(Error::NoSpace { .. }) => prop_assert!(m.count(|b| b == B::Free) < u64::from(req.len)),
+                    Err(e) => prop_assert!(false, "unexpected error {e}"),
+                }
+            }
+            Op::Free { pick, trim } => {
+                if m.live.is_empty() {
+                    continue;
+                }
+                let (owner, mut e) = m.live.swap_remove(pick % m.live.len());
+                if trim > 0 && e.len > trim {
+                    // Free only the tail, keep the head live (a truncate).
+                    let head = Extent::new(e.start, e.len - trim);
+                    e = Extent::new(e.start + u64::from(e.len - trim), trim);
+                    m.live.push((owner, head));
+                }
+                a.free(owner, e).map_err(|err| TestCaseError::fail(err.to_string()))?;
+                for b in e.start..e.end() {
+                    m.blocks[b as usize] = B::Pending;
+                }
+            }
+            Op::Commit => {
+                a.commit();
+                for b in m.blocks.iter_mut() {
+                    if *b == B::Pending {
+                        *b = B::Free;
+                    }
+                }
+            }
+            Op::Discard { owner } => {
+                a.discard_preallocations(owner);
+            }
+            Op::DoubleFree { pick } => {
+                let Some(b) = (0..m.blocks.len()).map(|i| (i + pick) % m.blocks.len()).find(|&i| m.blocks[i] != B::Used(0) && !matches!(m.blocks[i], B::Used(_))) else { continue };
+                let err = a.free(1, Extent::new(b as u64, 1));
+                prop_assert!(matches!(err, Err(Error::NotAllocated { block, .. }) if block == b as u64), "{err:?}");
+            }
+        }
+        prop_assert!(a.check_consistency().is_ok(), "{:?}", a.check_consistency());
+        prop_assert_eq!(a.free_blocks(), m.count(|b| !matches!(b, B::Used(_))));
+        prop_assert_eq!(a.pending_blocks(), m.count(|b| b == B::Pending));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn default_policy(ops in proptest::collection::vec(op(), 1..120)) { run("default", ops)?; }
+    #[test]
+    fn optimize_scan(ops in proptest::collection::vec(op(), 1..120)) { run("optimize", ops)?; }
+    #[test]
+    fn linux_6_16(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.16", ops)?; }
+    #[test]
+    fn proposed(ops in proptest::collection::vec(op(), 1..120)) { run("proposed", ops)?; }
+}
+
+/// Fill the filesystem to the last block: partial allocations near ENOSPC, PAs discarded on
+/// the retry path, then a clean NoSpace.
+#[test]
+fn fills_to_the_last_block() {
+    let geo = Geometry::new(4096, 32768, 2 * 32768, 0, 16).unwrap();
+    let a = Allocator::builder(geo).used(&[(0, 100)]).cpus(2).build().unwrap();
+    let mut got = 0u64;
+    for i in 0.. {
+        let req = Request::new(10 + i % 7, (i as u32 % 50) * 100, 700).with_i_size(1 << 30);
+        match a.allocate(&req) {
+            Ok(x) => got += u64::from(x.extent.len),
+            Err(Error::NoSpace { .. }) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(i < 100_000);
+    }
+    assert_eq!(got, 2 * 32768 - 100);
+    assert_eq!(a.free_blocks(), 0);
+    a.check_consistency().unwrap();
+}
+
+/// Bad input is an error and leaves the allocator usable.
+#[test]
+fn bad_input_is_a_clear_error() {
+    let geo = Geometry::ext4_default(1 << 30).unwrap();
+    let a = Allocator::new(geo, &[(0, 1000)]).unwrap();
+    assert!(matches!(a.allocate(&Request::new(1, 0, 0)), Err(Error::ZeroLength { owner: 1 })));
+    assert!(matches!(a.allocate(&Request::new(1, 0, 1).with_goal(1 << 40)), Err(Error::GoalOutOfRange { .. })));
+    assert!(matches!(a.allocate(&Request::new(1, 5, 1).with_left(9, 100)), Err(Error::InvalidRequest { .. })));
+    assert!(matches!(a.free(1, Extent::new(1 << 40, 1)), Err(Error::OutOfRange { .. })));
+    assert!(matches!(a.free(1, Extent::new(5000, 10)), Err(Error::NotAllocated { block: 5000, .. })));
+    let x = a.allocate(&Request::new(1, 0, 8)).unwrap().extent;
+    a.free(1, x).unwrap();
+    assert!(matches!(a.free(1, x), Err(Error::NotAllocated { .. })), "double free");
+    assert!(a.set_tunable("mb_group_prealloc", "40000").is_err());
+    assert!(matches!(a.set_tunable("bogus", "1"), Err(Error::UnknownTunable { .. })));
+    a.check_consistency().unwrap();
+    assert!(a.allocate(&Request::new(2, 0, 8)).is_ok());
+}
+
+/// Freed blocks are not reused before the commit that follows the free.
+#[test]
+fn no_reuse_before_commit() {
+    let geo = Geometry::new(4096, 32768, 32768, 0, 16).unwrap();
+    let a = Allocator::new(geo, &[]).unwrap();
+    let req = Request::new(1, 0, 32768).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+    let all = a.allocate(&req).unwrap().extent;
+    assert_eq!(all.len, 32768);
+    a.free(1, all).unwrap();
+    assert!(matches!(a.allocate(&Request::new(2, 0, 1)), Err(Error::NoSpace { pending: 32768, .. })));
+    a.commit();
+    assert!(a.allocate(&Request::new(2, 0, 1)).is_ok());
+}
+
+/// Many threads at once: no block is ever handed out twice, counters stay exact.
+#[test]
+fn threads_never_share_a_block() {
+    let geo = Geometry::ext4_default(1 << 30).unwrap();
+    let mut t = Tunables::for_geometry(&geo, 4);
+    t.mb_optimize_scan = true;
+    let a = Arc::new(Allocator::builder(geo).used(&[(0, 5000)]).tunables(t).cpus(4).build().unwrap());
+    let owners: Arc<Vec<AtomicU8>> = Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
+    let handles: Vec<_> = (0..4u64)
+        .map(|th| {
+            let (a, owners) = (a.clone(), owners.clone());
+            std::thread::spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..3000u32 {
+                    let owner = th * 100 + u64::from(i % 5);
+                    let len = 1 + (i * 7919 + th as u32 * 31) % 300;
+                    let req = request(owner, (i % 40) * 300, len, (i % 4) as u8, th as u32, 0);
+                    if let Ok(x) = a.allocate(&req) {
+                        for b in x.extent.start..x.extent.end() {
+                            let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
+                            assert_eq!(prev, 0, "block {b} handed to thread {th} while held by {prev}");
+                        }
+                        live.push((owner, x.extent));
+                    }
+                    if i % 3 == 0 && !live.is_empty() {
+                        let (o, e): (u64, Extent) = live.swap_remove((i as usize * 13) % live.len());
+                        for b in e.start..e.end() {
+                            owners[b as usize].store(0, Ordering::SeqCst);
+                        }
+                        a.free(o, e).unwrap();
+                    }
+                    if i % 50 == 0 {
+                        a.commit();
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    a.commit();
+    a.check_consistency().unwrap();
+}
