@@ -41,7 +41,8 @@ fn multiplier(i: u32) -> f64 {
     if i >= HUGE_P2 {
         1.0
     } else if i > SMALL_P2 {
-        (1.0 * f64::from(i - SMALL_P2) + 1.2 * f64::from(HUGE_P2 - i)) / f64::from(HUGE_P2 - SMALL_P2)
+        (1.0 * f64::from(i - SMALL_P2) + 1.2 * f64::from(HUGE_P2 - i))
+            / f64::from(HUGE_P2 - SMALL_P2)
     } else {
         1.2
     }

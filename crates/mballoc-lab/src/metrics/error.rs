@@ -33,9 +33,15 @@ pub enum MetricsError {
     },
     /// A group bitmap is shorter than `ceil(blocks_per_group / 8)` bytes.
     #[error("group {group}: bitmap has {got} bytes, needs {need}")]
-    BitmapTooShort { group: usize, got: usize, need: usize },
+    BitmapTooShort {
+        group: usize,
+        got: usize,
+        need: usize,
+    },
     /// e2freefrag rejects chunk sizes that are not powers of two or smaller than a block.
-    #[error("chunk size {chunk_bytes} B must be a power of two and >= the block size {block_size} B")]
+    #[error(
+        "chunk size {chunk_bytes} B must be a power of two and >= the block size {block_size} B"
+    )]
     BadChunkSize { chunk_bytes: u64, block_size: u32 },
     /// A file extent of length 0.
     #[error("file {file}: zero-length extent at logical block {logical}")]

@@ -44,7 +44,11 @@ pub fn extent_sizes(
     Ok(ExtentSizes {
         extents: n,
         blocks,
-        avg_extent_blocks: if n == 0 { 0.0 } else { blocks as f64 / n as f64 },
+        avg_extent_blocks: if n == 0 {
+            0.0
+        } else {
+            blocks as f64 / n as f64
+        },
         min_extent_blocks: lens.iter().min().copied().unwrap_or(0),
         max_extent_blocks: lens.iter().max().copied().unwrap_or(0),
         histogram: histogram(lens.iter().copied(), block_size.trailing_zeros(), blocks),

@@ -9,7 +9,10 @@ use super::error::MetricsError;
 pub type FileExtent = (u64, u64, u64);
 
 /// Returns `extents` sorted by logical block, after validation (`file` names it in errors).
-pub fn sorted_extents(file: usize, extents: &[FileExtent]) -> Result<Vec<FileExtent>, MetricsError> {
+pub fn sorted_extents(
+    file: usize,
+    extents: &[FileExtent],
+) -> Result<Vec<FileExtent>, MetricsError> {
     let mut v = extents.to_vec();
     v.sort_unstable_by_key(|e| e.0);
     let mut logical_end: Option<u64> = None;

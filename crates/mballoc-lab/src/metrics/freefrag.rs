@@ -162,11 +162,8 @@ impl FreeFrag {
             self.avg_free_extent_kb,
             self.num_free_extent
         );
-        let _ = writeln!(
-            s,
-            "{} :  {:>12}  {:>12}  {:>7}",
-            "Extent Size Range", "Free extents", "Free Blocks", "Percent"
-        );
+        // e2freefrag: "%s :  %12s  %12s  %7s" with the four column titles.
+        s.push_str("Extent Size Range :  Free extents   Free Blocks  Percent\n");
         for b in &self.histogram {
             let _ = writeln!(s, "{}", render_bucket(b));
         }

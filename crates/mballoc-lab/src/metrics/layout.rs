@@ -27,7 +27,10 @@ pub struct LayoutScore {
 pub fn file_layout_counts(sorted: &[FileExtent]) -> (u64, u64) {
     let blocks: u64 = sorted.iter().map(|e| e.2).sum();
     let within: u64 = sorted.iter().map(|e| e.2 - 1).sum();
-    let across = sorted.windows(2).filter(|w| w[1].1 == w[0].1 + w[0].2).count() as u64;
+    let across = sorted
+        .windows(2)
+        .filter(|w| w[1].1 == w[0].1 + w[0].2)
+        .count() as u64;
     (within + across, blocks.saturating_sub(1))
 }
 

@@ -70,7 +70,10 @@ pub fn mb_group(group: usize, free: &[GroupExtent], bpg: u32, block_size_bits: u
         free: total,
         frags,
         first: free.first().map_or(bpg, |e| e.0),
-        largest_free_order: counters.iter().rposition(|&c| c > 0).map_or(-1, |o| o as i32),
+        largest_free_order: counters
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(-1, |o| o as i32),
         avg_fragment_size: avg,
         avg_fragment_size_order: avg_order(frags, avg, block_size_bits),
         counters,
@@ -119,7 +122,11 @@ pub fn render_mb_groups(groups: &[MbGroup]) -> String {
          2^7   2^8   2^9   2^10  2^11  2^12  2^13  ]\n",
     );
     for g in groups {
-        let _ = write!(s, "#{:<5}: {:<5} {:<5} {:<5} [", g.group, g.free, g.frags, g.first);
+        let _ = write!(
+            s,
+            "#{:<5}: {:<5} {:<5} {:<5} [",
+            g.group, g.free, g.frags, g.first
+        );
         for c in g.counters.iter().take(MB_GROUPS_COLUMNS) {
             let _ = write!(s, " {c:<5}");
         }

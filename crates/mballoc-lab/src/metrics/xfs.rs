@@ -29,7 +29,10 @@ pub struct XfsFrag {
 
 /// Number of logically contiguous runs of one file (records sorted by logical block).
 pub fn ideal_runs(sorted: &[FileExtent]) -> u64 {
-    let breaks = sorted.windows(2).filter(|w| w[1].0 != w[0].0 + w[0].2).count();
+    let breaks = sorted
+        .windows(2)
+        .filter(|w| w[1].0 != w[0].0 + w[0].2)
+        .count();
     if sorted.is_empty() {
         0
     } else {

@@ -1,6 +1,6 @@
 //! CSV writers for metrics records, via [`flatten`](super::flatten): one record as `key,value`
 //! lines, or many records as a table whose header is the union of their keys (first-seen
-//! order). Quoting follows RFC 4180: fields with `,`, `"` or line breaks are quoted, `"` doubled.
+//! order; keys within an object are alphabetical). Quoting follows RFC 4180: fields with `,`, `"` or line breaks are quoted, `"` doubled.
 
 use super::error::ReportError;
 use super::flatten::flatten;

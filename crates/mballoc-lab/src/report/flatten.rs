@@ -5,7 +5,8 @@ use super::error::ReportError;
 use serde::Serialize;
 use serde_json::Value;
 
-/// Leaves of `record` in serialisation order. A scalar record is one leaf with an empty key.
+/// Leaves of `record`: object keys in alphabetical order at every level (serde_json's map
+/// order), array elements in order. A scalar record is one leaf with an empty key.
 pub fn flatten<T: Serialize + ?Sized>(record: &T) -> Result<Vec<(String, Value)>, ReportError> {
     let mut out = Vec::new();
     walk(String::new(), serde_json::to_value(record)?, &mut out);

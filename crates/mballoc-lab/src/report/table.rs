@@ -88,7 +88,14 @@ impl ComparisonTable {
         let cells: Vec<[String; 4]> = self
             .rows
             .iter()
-            .map(|r| [r.metric.clone(), fmt_num(r.a), fmt_num(r.b), fmt_delta(r.a, r.b)])
+            .map(|r| {
+                [
+                    r.metric.clone(),
+                    fmt_num(r.a),
+                    fmt_num(r.b),
+                    fmt_delta(r.a, r.b),
+                ]
+            })
             .collect();
         let header = [
             "metric".to_string(),

@@ -1,5 +1,7 @@
 use super::close;
-use crate::metrics::bluestore::{bluestore_scores, extent_score, fragmentation, fragmentation_score};
+use crate::metrics::bluestore::{
+    bluestore_scores, extent_score, fragmentation, fragmentation_score,
+};
 use crate::metrics::{FreeSpace, RunScope};
 
 const BS: u64 = 4096;
@@ -39,10 +41,16 @@ fn scale_table_follows_allocator_cc() {
     // S[k] = 1.2^k up to 1 MiB; S[21] = S[20]·(1·1 + 1.2·6)/7 (multiplier of the appended index);
     // from 2^27 on the multiplier is 1, so per-byte value is flat: score(2^28) = 2·score(2^27).
     close(extent_score(1 << 20), (1u64 << 20) as f64 * 1.2f64.powi(20));
-    close(extent_score(1 << 21), (1u64 << 21) as f64 * 1.2f64.powi(20) * 8.2 / 7.0);
+    close(
+        extent_score(1 << 21),
+        (1u64 << 21) as f64 * 1.2f64.powi(20) * 8.2 / 7.0,
+    );
     close(extent_score(1 << 28), 2.0 * extent_score(1 << 27));
     // Interpolation inside a grade: score(3·2^12) computed above.
-    close(extent_score(3 * BS), 4096.0 * 1.2f64.powi(13) + 8192.0 * 1.2f64.powi(14));
+    close(
+        extent_score(3 * BS),
+        4096.0 * 1.2f64.powi(13) + 8192.0 * 1.2f64.powi(14),
+    );
 }
 
 #[test]

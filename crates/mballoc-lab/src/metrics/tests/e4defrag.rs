@@ -11,7 +11,10 @@ fn heavily_fragmented_file() {
     // 10 one-block records: now 10, best 1, ratio (10 − 1)·100/10 = 90 > 10
     // -> score 80 + 20·90/100 = 98; size/ext = 10·4/10 = 4 KB.
     let s = e4defrag_score(&[singles(10)], 32768, 16, 4096).unwrap();
-    assert_eq!((s.files, s.total_extents, s.best_extents, s.total_blocks), (1, 10, 1, 10));
+    assert_eq!(
+        (s.files, s.total_extents, s.best_extents, s.total_blocks),
+        (1, 10, 1, 10)
+    );
     close(s.ratio, 90.0);
     close(s.score, 98.0);
     assert_eq!(s.avg_size_per_extent_kb, 4);
@@ -45,5 +48,8 @@ fn empty_files_are_skipped_and_bad_geometry_rejected() {
         e4defrag_score(&[], 32768, 3, 4096).unwrap_err(),
         MetricsError::BadGroupsPerFlex(3)
     );
-    assert_eq!(e4defrag_score(&[], 0, 1, 4096).unwrap_err(), MetricsError::ZeroBlocksPerGroup);
+    assert_eq!(
+        e4defrag_score(&[], 0, 1, 4096).unwrap_err(),
+        MetricsError::ZeroBlocksPerGroup
+    );
 }

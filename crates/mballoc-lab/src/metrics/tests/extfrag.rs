@@ -12,7 +12,10 @@ fn suitable_chunks_exist() {
     let o = &e.orders[2];
     assert_eq!(o.free_blocks_suitable, 2);
     close(o.unusable_index, 1.0 / 3.0);
-    assert_eq!((o.unusable_index_milli, o.extfrag_index_milli), (333, -1000));
+    assert_eq!(
+        (o.unusable_index_milli, o.extfrag_index_milli),
+        (333, -1000)
+    );
     close(o.extfrag_index, -1.0);
     close(e.orders[0].unusable_index, 0.0);
 }
@@ -34,8 +37,14 @@ fn failure_due_to_fragmentation() {
 fn nothing_free() {
     let e = extfrag_indices(&[0; 14]);
     assert_eq!(e.orders.len(), 14);
-    assert!(e.orders.iter().all(|o| o.unusable_index == 1.0 && o.extfrag_index == 0.0));
-    assert!(e.orders.iter().all(|o| o.unusable_index_milli == 1000 && o.extfrag_index_milli == 0));
+    assert!(e
+        .orders
+        .iter()
+        .all(|o| o.unusable_index == 1.0 && o.extfrag_index == 0.0));
+    assert!(e
+        .orders
+        .iter()
+        .all(|o| o.unusable_index_milli == 1000 && o.extfrag_index_milli == 0));
 }
 
 #[test]

@@ -9,9 +9,19 @@ fn contiguous_records_merge_like_filefrag() {
     // (10,202,1): contiguous                                 -> 2
     // (20,203,5): logical hole, but 203 = 202 + 1 (dense)    -> still 2
     // (30,250,1): new                                        -> 3
-    let f = [(0, 100, 4), (4, 104, 4), (8, 200, 2), (10, 202, 1), (20, 203, 5), (30, 250, 1)];
+    let f = [
+        (0, 100, 4),
+        (4, 104, 4),
+        (8, 200, 2),
+        (10, 202, 1),
+        (20, 203, 5),
+        (30, 250, 1),
+    ];
     assert_eq!(filefrag_count(&f), 3);
-    assert_eq!(merged_runs(&f), vec![(0, 100, 8), (8, 200, 8), (30, 250, 1)]);
+    assert_eq!(
+        merged_runs(&f),
+        vec![(0, 100, 8), (8, 200, 8), (30, 250, 1)]
+    );
 }
 
 #[test]
@@ -25,14 +35,27 @@ fn hole_mirrored_on_disk_is_one_extent() {
 
 #[test]
 fn summary_over_files() {
-    let a = vec![(30, 250, 1), (0, 100, 4), (4, 104, 4), (8, 200, 2), (10, 202, 1), (20, 203, 5)];
+    let a = vec![
+        (30, 250, 1),
+        (0, 100, 4),
+        (4, 104, 4),
+        (8, 200, 2),
+        (10, 202, 1),
+        (20, 203, 5),
+    ];
     let b = vec![(0, 500, 2), (5, 505, 1)];
     let m = file_extents(&[a, b, vec![]], 4096).unwrap();
-    assert_eq!((m.files, m.total_extents, m.extents_per_file_max), (3, 4, 3));
+    assert_eq!(
+        (m.files, m.total_extents, m.extents_per_file_max),
+        (3, 4, 3)
+    );
     close(m.extents_per_file, 4.0 / 3.0);
     assert_eq!(m.per_file_extents, vec![3, 1, 0]);
-    let dist: Vec<(u64, u64)> =
-        m.extents_per_file_distribution.iter().map(|d| (d.extents, d.files)).collect();
+    let dist: Vec<(u64, u64)> = m
+        .extents_per_file_distribution
+        .iter()
+        .map(|d| (d.extents, d.files))
+        .collect();
     assert_eq!(dist, vec![(0, 1), (1, 1), (3, 1)]);
     // 17 + 3 = 20 blocks · 4 KiB = 80 KiB over 4 extents.
     assert_eq!(m.total_blocks, 20);
@@ -43,15 +66,27 @@ fn summary_over_files() {
 fn bad_file_extents_are_errors() {
     assert_eq!(
         file_extents(&[vec![(0, 1, 0)]], 4096).unwrap_err(),
-        MetricsError::ZeroLengthFileExtent { file: 0, logical: 0 }
+        MetricsError::ZeroLengthFileExtent {
+            file: 0,
+            logical: 0
+        }
     );
     assert_eq!(
         file_extents(&[vec![], vec![(0, 1, 4), (2, 9, 1)]], 4096).unwrap_err(),
-        MetricsError::OverlappingFileExtents { file: 1, logical: 2 }
+        MetricsError::OverlappingFileExtents {
+            file: 1,
+            logical: 2
+        }
     );
     assert_eq!(
         file_extents(&[vec![(0, u64::MAX, 2)]], 4096).unwrap_err(),
-        MetricsError::FileExtentOverflow { file: 0, logical: 0 }
+        MetricsError::FileExtentOverflow {
+            file: 0,
+            logical: 0
+        }
     );
-    assert_eq!(file_extents(&[], 0).unwrap_err(), MetricsError::BadBlockSize(0));
+    assert_eq!(
+        file_extents(&[], 0).unwrap_err(),
+        MetricsError::BadBlockSize(0)
+    );
 }

@@ -9,7 +9,12 @@ use crate::metrics::{FreeSpace, MetricsError};
 /// * g3 full: nothing free -> 0.
 fn space() -> FreeSpace {
     FreeSpace::from_extents(
-        &[vec![(0, 2), (5, 6), (14, 2)], vec![(0, 16)], vec![(0, 4), (8, 4)], vec![]],
+        &[
+            vec![(0, 2), (5, 6), (14, 2)],
+            vec![(0, 16)],
+            vec![(0, 4), (8, 4)],
+            vec![],
+        ],
         16,
         4096,
     )
@@ -48,14 +53,23 @@ fn data_mask_filters_groups() {
     close(f.frag_pct_mean, 50.0);
     assert_eq!(
         fsperf_frag_masked(&space(), &[true]).unwrap_err(),
-        MetricsError::LengthMismatch { what: "data-group mask", expected: 4, got: 1 }
+        MetricsError::LengthMismatch {
+            what: "data-group mask",
+            expected: 4,
+            got: 1
+        }
     );
 }
 
 #[test]
 fn serialises_with_fsperf_names() {
     let v = serde_json::to_value(fsperf_frag(&space())).unwrap();
-    for k in ["bg_count", "fragmented_bg_count", "frag_pct_mean", "frag_pct_p99"] {
+    for k in [
+        "bg_count",
+        "fragmented_bg_count",
+        "frag_pct_mean",
+        "frag_pct_p99",
+    ] {
         assert!(v.get(k).is_some(), "missing {k}");
     }
 }

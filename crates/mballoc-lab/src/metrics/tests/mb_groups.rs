@@ -13,7 +13,10 @@ fn fresh_group_matches_the_kernel_observation() {
     assert_eq!((g.free, g.frags, g.first), (32639, 1, 129));
     assert_eq!(g.largest_free_order, 13);
     // avg 32639: fls = 15 -> 13, within MB_NUM_ORDERS − 1 = 13.
-    assert_eq!((g.avg_fragment_size, g.avg_fragment_size_order), (32639, 13));
+    assert_eq!(
+        (g.avg_fragment_size, g.avg_fragment_size_order),
+        (32639, 13)
+    );
 }
 
 #[test]
@@ -23,7 +26,10 @@ fn small_and_full_groups() {
     let s = FreeSpace::from_extents(&[vec![(0, 1), (2, 3)], vec![]], 8, 4096).unwrap();
     let g = mb_groups(&s);
     assert_eq!(&g[0].counters[..3], &[2, 1, 0]);
-    assert_eq!((g[0].largest_free_order, g[0].avg_fragment_size_order), (1, 0));
+    assert_eq!(
+        (g[0].largest_free_order, g[0].avg_fragment_size_order),
+        (1, 0)
+    );
     assert_eq!((g[1].free, g[1].first, g[1].largest_free_order), (0, 8, -1));
     assert_eq!(g[1].avg_fragment_size_order, -1);
 }
@@ -43,6 +49,8 @@ fn render_has_proc_layout() {
     let s = FreeSpace::from_extents(&[vec![(129, 32768 - 129)]], 32768, 4096).unwrap();
     let text = render_mb_groups(&mb_groups(&s));
     assert!(text.starts_with("#group: free  frags first [ 2^0   2^1"));
-    assert!(text.contains("#0    : 32639 1     129   [ 1     1     1     1     1     1     1     0     1 "));
+    assert!(text.contains(
+        "#0    : 32639 1     129   [ 1     1     1     1     1     1     1     0     1 "
+    ));
     assert!(text.trim_end().ends_with("3     ]"));
 }

@@ -88,7 +88,11 @@ pub fn e2freefrag_scan(bits: &[bool], blks_in_chunk: usize) -> Scan {
     let mut last = 0u64;
     let mut blk = 0usize;
     for _ in 0..chunks {
-        let num = if blk + blks_in_chunk > total { total - blk } else { blks_in_chunk };
+        let num = if blk + blks_in_chunk > total {
+            total - blk
+        } else {
+            blks_in_chunk
+        };
         let mut chunk_free = 0;
         for _ in 0..num {
             let used = !bits[blk];

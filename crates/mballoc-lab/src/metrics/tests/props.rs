@@ -16,7 +16,10 @@ use proptest::prelude::*;
 fn groups() -> impl Strategy<Value = (usize, Vec<Vec<bool>>)> {
     (1usize..96, 1usize..5).prop_flat_map(|(bpg, n)| {
         let block = prop_oneof![any::<bool>(), prop::bool::weighted(0.9)];
-        (Just(bpg), prop::collection::vec(prop::collection::vec(block, bpg), n))
+        (
+            Just(bpg),
+            prop::collection::vec(prop::collection::vec(block, bpg), n),
+        )
     })
 }
 
@@ -70,7 +73,8 @@ proptest! {
         let n = naive::e2freefrag_scan(&g.concat(), chunk_blocks);
         prop_assert_eq!(f.num_free_extent, n.count);
         prop_assert_eq!(f.chunks[0].free_chunks, n.free_chunks);
-        let (min, avg) = if n.count == 0 { (0, 0) } else { (n.min, n.sum / n.count) };
+        let min = if n.count == 0 { 0 } else { n.min };
+        let avg = n.sum.checked_div(n.count).unwrap_or(0);
         prop_assert_eq!(f.min_free_extent_kb, min * 4);
         prop_assert_eq!(f.max_free_extent_kb, n.max * 4);
         prop_assert_eq!(f.avg_free_extent_kb, avg * 4);

@@ -22,8 +22,16 @@ fn gc(class: SizeClass, used_blocks: u64) -> GroupClass {
 
 #[test]
 fn census_transitions_and_forced_share() {
-    let t0 = vec![gc(SizeClass::None, 0), gc(SizeClass::Small, 10), gc(SizeClass::Large, 100)];
-    let t1 = vec![gc(SizeClass::Medium, 5), gc(SizeClass::Small, 0), gc(SizeClass::Large, 50)];
+    let t0 = vec![
+        gc(SizeClass::None, 0),
+        gc(SizeClass::Small, 10),
+        gc(SizeClass::Large, 100),
+    ];
+    let t1 = vec![
+        gc(SizeClass::Medium, 5),
+        gc(SizeClass::Small, 0),
+        gc(SizeClass::Large, 50),
+    ];
     let events = SizeClassEvents {
         allocs_per_stage: [50, 30, 10, 0, 10, 0],
         forced_wrong_class: 10,
@@ -43,7 +51,11 @@ fn census_transitions_and_forced_share() {
 fn inconsistent_input_is_an_error() {
     assert_eq!(
         size_class_census(&[gc(SizeClass::Small, 200)], 128).unwrap_err(),
-        MetricsError::UsedBeyondGroup { group: 0, used: 200, blocks_per_group: 128 }
+        MetricsError::UsedBeyondGroup {
+            group: 0,
+            used: 200,
+            blocks_per_group: 128
+        }
     );
     let a = vec![gc(SizeClass::None, 0)];
     assert!(size_class_report(&[a, vec![]], 128, &SizeClassEvents::default()).is_err());

@@ -24,8 +24,14 @@ fn will_it_scale_average() {
     close(t.min_task_ops_per_sec, 60.0);
     close(t.max_task_ops_per_sec, 105.0);
     // Half-second samples double the rate.
-    let half = WisConfig { interval_secs: 0.5, ..WisConfig::default() };
-    close(wis_throughput(&samples(), &half).unwrap().ops_per_sec, 330.0);
+    let half = WisConfig {
+        interval_secs: 0.5,
+        ..WisConfig::default()
+    };
+    close(
+        wis_throughput(&samples(), &half).unwrap().ops_per_sec,
+        330.0,
+    );
 }
 
 #[test]
@@ -49,11 +55,24 @@ fn bad_samples_are_errors() {
     ragged[7].push(1);
     assert_eq!(
         wis_throughput(&ragged, &cfg).unwrap_err(),
-        MetricsError::RaggedSamples { sample: 7, expected: 2, got: 3 }
+        MetricsError::RaggedSamples {
+            sample: 7,
+            expected: 2,
+            got: 3
+        }
     );
-    let zero = WisConfig { interval_secs: 0.0, ..cfg };
-    assert_eq!(wis_throughput(&samples(), &zero).unwrap_err(), MetricsError::BadInterval(0.0));
-    assert_eq!(throughput_from_totals(&[1], 0).unwrap_err(), MetricsError::EmptyRun);
+    let zero = WisConfig {
+        interval_secs: 0.0,
+        ..cfg
+    };
+    assert_eq!(
+        wis_throughput(&samples(), &zero).unwrap_err(),
+        MetricsError::BadInterval(0.0)
+    );
+    assert_eq!(
+        throughput_from_totals(&[1], 0).unwrap_err(),
+        MetricsError::EmptyRun
+    );
 }
 
 #[test]
@@ -68,10 +87,16 @@ fn totals_over_elapsed_time() {
 fn scaling_sweep() {
     // linear = T·100; scalability 1, 0.9, 0.5; per task 100, 90, 50 (mean 80); workload 480.
     let s = scaling(&[(4, 200.0), (1, 100.0), (2, 180.0)]).unwrap();
-    let got: Vec<(usize, f64, f64)> =
-        s.points.iter().map(|p| (p.tasks, p.linear, p.scalability)).collect();
+    let got: Vec<(usize, f64, f64)> = s
+        .points
+        .iter()
+        .map(|p| (p.tasks, p.linear, p.scalability))
+        .collect();
     assert_eq!(got, vec![(1, 100.0, 1.0), (2, 200.0, 0.9), (4, 400.0, 0.5)]);
     close(s.per_task_ops_mean, 80.0);
     close(s.workload, 480.0);
-    assert_eq!(scaling(&[(2, 1.0)]).unwrap_err(), MetricsError::MissingSingleTaskPoint);
+    assert_eq!(
+        scaling(&[(2, 1.0)]).unwrap_err(),
+        MetricsError::MissingSingleTaskPoint
+    );
 }

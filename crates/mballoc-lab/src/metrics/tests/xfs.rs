@@ -12,7 +12,10 @@ fn frag_factor_by_hand() {
     close(f.frag_factor_pct, 25.0);
     close(f.avg_extents_per_file, 4.0 / 3.0);
     let none = xfs_frag(&[]).unwrap();
-    assert_eq!((none.actual, none.frag_factor_pct, none.avg_extents_per_file), (0, 0.0, 0.0));
+    assert_eq!(
+        (none.actual, none.frag_factor_pct, none.avg_extents_per_file),
+        (0, 0.0, 0.0)
+    );
 }
 
 #[test]
@@ -20,17 +23,30 @@ fn freesp_bins_by_hand() {
     // Per-AG (group) runs: g0 1, 2, 8, 32; g1 4, 3, 20 (never merged across groups).
     // Bins [1,1]: 1/1; [2,3]: 2/5; [4,7]: 1/4; [8,15]: 1/8; [16,31]: 1/20; [32,63]: 1/32.
     let s = FreeSpace::from_extents(
-        &[vec![(0, 1), (3, 2), (8, 8), (32, 32)], vec![(0, 4), (10, 3), (20, 20)]],
+        &[
+            vec![(0, 1), (3, 2), (8, 8), (32, 32)],
+            vec![(0, 4), (10, 3), (20, 20)],
+        ],
         64,
         4096,
     )
     .unwrap();
     let f = xfs_freesp(&s);
-    let bins: Vec<(u64, u64, u64, u64)> =
-        f.bins.iter().map(|b| (b.from, b.to, b.extents, b.blocks)).collect();
+    let bins: Vec<(u64, u64, u64, u64)> = f
+        .bins
+        .iter()
+        .map(|b| (b.from, b.to, b.extents, b.blocks))
+        .collect();
     assert_eq!(
         bins,
-        vec![(1, 1, 1, 1), (2, 3, 2, 5), (4, 7, 1, 4), (8, 15, 1, 8), (16, 31, 1, 20), (32, 63, 1, 32)]
+        vec![
+            (1, 1, 1, 1),
+            (2, 3, 2, 5),
+            (4, 7, 1, 4),
+            (8, 15, 1, 8),
+            (16, 31, 1, 20),
+            (32, 63, 1, 32)
+        ]
     );
     assert_eq!((f.total_free_extents, f.total_free_blocks), (7, 70));
     close(f.average_free_extent_size, 10.0);

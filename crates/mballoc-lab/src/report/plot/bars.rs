@@ -38,15 +38,11 @@ pub fn plot_bars(
         .margin(15)
         .x_label_area_size(60)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n as f64, 0f64..y_top(y_max))
+        .build_cartesian_2d((0..n as u32).into_segmented(), 0f64..y_top(y_max))
         .map_err(&err)?;
-    let label_of = |x: &f64| {
-        let i = x.floor();
-        let centred = (x - i - 0.5).abs() < 1e-9;
-        match labels.get(i as usize) {
-            Some(l) if centred && i >= 0.0 => l.clone(),
-            _ => String::new(),
-        }
+    let label_of = |x: &SegmentValue<u32>| match x {
+        SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+        _ => String::new(),
     };
     chart
         .configure_mesh()
@@ -56,9 +52,16 @@ pub fn plot_bars(
         .y_desc(y_desc)
         .draw()
         .map_err(&err)?;
-    let bars = values.iter().enumerate().map(|(i, &v)| {
-        let x = i as f64;
-        Rectangle::new([(x + 0.1, 0.0), (x + 0.9, v)], BAR.filled())
+    let bars = values.iter().zip(0u32..).map(|(&v, i)| {
+        let mut bar = Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), v),
+            ],
+            BAR.filled(),
+        );
+        bar.set_margin(0, 0, 2, 2);
+        bar
     });
     chart.draw_series(bars).map_err(&err)?;
     root.present().map_err(&err)
@@ -66,7 +69,9 @@ pub fn plot_bars(
 
 /// fsperf frag_pct of every group.
 pub fn plot_frag_pct(frag: &FragPct, path: &Path) -> Result<(), ReportError> {
-    let labels: Vec<String> = (0..frag.per_group_frag_pct.len()).map(|g| g.to_string()).collect();
+    let labels: Vec<String> = (0..frag.per_group_frag_pct.len())
+        .map(|g| g.to_string())
+        .collect();
     plot_bars(
         "frag_pct per group (fsperf)",
         "frag_pct",
@@ -78,7 +83,12 @@ pub fn plot_frag_pct(frag: &FragPct, path: &Path) -> Result<(), ReportError> {
 
 /// e2freefrag histogram: percentage of free blocks per free-extent size range.
 pub fn plot_free_extent_histogram(hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
-    plot_buckets("free extent sizes (e2freefrag)", "% of free blocks", hist, path)
+    plot_buckets(
+        "free extent sizes (e2freefrag)",
+        "% of free blocks",
+        hist,
+        path,
+    )
 }
 
 /// Extent-size distribution: percentage of file blocks per extent size range.

@@ -25,7 +25,10 @@ const COLORS: [RGBColor; 6] = [
 
 /// Plots ops/s against threads for each series to an SVG file.
 pub fn plot_throughput(title: &str, series: &[Series], path: &Path) -> Result<(), ReportError> {
-    let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().copied()).collect();
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .collect();
     if all.is_empty() {
         return Err(ReportError::EmptyData("throughput series"));
     }
@@ -51,7 +54,10 @@ pub fn plot_throughput(title: &str, series: &[Series], path: &Path) -> Result<()
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(&err)?
             .label(s.label.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));

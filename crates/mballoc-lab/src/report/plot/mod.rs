@@ -23,7 +23,10 @@ fn plot_err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> ReportError + '_
 }
 
 /// Rejects NaN and infinities, which plotters cannot place.
-fn check_finite<'a>(values: impl IntoIterator<Item = &'a f64>, what: &'static str) -> Result<(), ReportError> {
+fn check_finite<'a>(
+    values: impl IntoIterator<Item = &'a f64>,
+    what: &'static str,
+) -> Result<(), ReportError> {
     if values.into_iter().all(|v| v.is_finite()) {
         Ok(())
     } else {
