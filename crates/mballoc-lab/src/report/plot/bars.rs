@@ -1,0 +1,103 @@
+//! Bar charts: frag_pct per group (fsperf), the e2freefrag free-extent histogram, and the
+//! extent-size distribution. All share [`plot_bars`]: one labelled bar per category.
+
+use super::{check_finite, plot_err, y_top, PLOT_SIZE};
+use crate::metrics::frag_pct::FragPct;
+use crate::metrics::log2_hist::SizeBucket;
+use crate::report::error::ReportError;
+use plotters::prelude::*;
+use std::path::Path;
+
+const BAR: RGBColor = RGBColor(31, 119, 180);
+
+/// Draws one bar per `(label, value)` to an SVG file.
+pub fn plot_bars(
+    title: &str,
+    y_desc: &str,
+    labels: &[String],
+    values: &[f64],
+    path: &Path,
+) -> Result<(), ReportError> {
+    if values.is_empty() {
+        return Err(ReportError::EmptyData("bar values"));
+    }
+    if labels.len() != values.len() {
+        return Err(ReportError::LabelMismatch {
+            labels: labels.len(),
+            values: values.len(),
+        });
+    }
+    check_finite(values, "bar values")?;
+    let err = plot_err(path);
+    let n = values.len();
+    let y_max = values.iter().copied().fold(0.0, f64::max);
+    let root = SVGBackend::new(path, PLOT_SIZE).into_drawing_area();
+    root.fill(&WHITE).map_err(&err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(60)
+        .y_label_area_size(70)
+        .build_cartesian_2d((0..n as u32).into_segmented(), 0f64..y_top(y_max))
+        .map_err(&err)?;
+    let label_of = |x: &SegmentValue<u32>| match x {
+        SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n.min(40))
+        .x_label_formatter(&label_of)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(&err)?;
+    let bars = values.iter().zip(0u32..).map(|(&v, i)| {
+        let mut bar = Rectangle::new(
+            [
+                (SegmentValue::Exact(i), 0.0),
+                (SegmentValue::Exact(i + 1), v),
+            ],
+            BAR.filled(),
+        );
+        bar.set_margin(0, 0, 2, 2);
+        bar
+    });
+    chart.draw_series(bars).map_err(&err)?;
+    root.present().map_err(&err)
+}
+
+/// fsperf frag_pct of every group.
+pub fn plot_frag_pct(frag: &FragPct, path: &Path) -> Result<(), ReportError> {
+    let labels: Vec<String> = (0..frag.per_group_frag_pct.len())
+        .map(|g| g.to_string())
+        .collect();
+    plot_bars(
+        "frag_pct per group (fsperf)",
+        "frag_pct",
+        &labels,
+        &frag.per_group_frag_pct,
+        path,
+    )
+}
+
+/// e2freefrag histogram: percentage of free blocks per free-extent size range.
+pub fn plot_free_extent_histogram(hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
+    plot_buckets(
+        "free extent sizes (e2freefrag)",
+        "% of free blocks",
+        hist,
+        path,
+    )
+}
+
+/// Extent-size distribution: percentage of file blocks per extent size range.
+pub fn plot_extent_sizes(hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
+    plot_buckets("file extent sizes", "% of file blocks", hist, path)
+}
+
+fn plot_buckets(title: &str, y: &str, hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
+    let labels: Vec<String> = hist.iter().map(|b| b.range.clone()).collect();
+    let values: Vec<f64> = hist.iter().map(|b| b.percent).collect();
+    plot_bars(title, y, &labels, &values, path)
+}
