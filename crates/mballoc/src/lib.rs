@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod geometry;
+pub mod store;
 
 pub use error::Error;
 pub use geometry::Geometry;
