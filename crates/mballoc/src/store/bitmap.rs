@@ -40,7 +40,9 @@ impl BitmapBytes {
         if offset >= self.group_len {
             return true;
         }
-        self.bytes.get((offset / 8) as usize).map_or(true, |b| b & (1 << (offset % 8)) != 0)
+        self.bytes
+            .get((offset / 8) as usize)
+            .map_or(true, |b| b & (1 << (offset % 8)) != 0)
     }
 
     /// Free blocks in the group (padding excluded).
@@ -124,7 +126,9 @@ pub(crate) fn first_clear(bytes: &[u8], start: u32, len: u32) -> Option<u32> {
 
 /// Set bits in `[start, start + len)`.
 pub(crate) fn count_set(bytes: &[u8], start: u32, len: u32) -> u32 {
-    masks(start, len, bytes.len()).map(|(i, m)| (bytes[i] & m).count_ones()).sum()
+    masks(start, len, bytes.len())
+        .map(|(i, m)| (bytes[i] & m).count_ones())
+        .sum()
 }
 
 #[cfg(test)]

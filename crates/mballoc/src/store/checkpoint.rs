@@ -17,21 +17,39 @@ pub(crate) struct DevIo {
 
 impl DevIo {
     pub(crate) fn new(dev: Arc<dyn Device>) -> Self {
-        DevIo { dev, written: AtomicU64::new(0), syncs: AtomicU64::new(0) }
+        DevIo {
+            dev,
+            written: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn device(&self) -> Arc<dyn Device> {
         self.dev.clone()
     }
 
-    pub(crate) fn read(&self, op: &'static str, offset: u64, len: usize) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn read(
+        &self,
+        op: &'static str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, StoreError> {
         let mut buf = vec![0u8; len];
-        self.dev.read_at(&mut buf, offset).map_err(|e| StoreError::io(op, offset, &e))?;
+        self.dev
+            .read_at(&mut buf, offset)
+            .map_err(|e| StoreError::io(op, offset, &e))?;
         Ok(buf)
     }
 
-    pub(crate) fn write(&self, op: &'static str, offset: u64, buf: &[u8]) -> Result<(), StoreError> {
-        self.dev.write_at(buf, offset).map_err(|e| StoreError::io(op, offset, &e))?;
+    pub(crate) fn write(
+        &self,
+        op: &'static str,
+        offset: u64,
+        buf: &[u8],
+    ) -> Result<(), StoreError> {
+        self.dev
+            .write_at(buf, offset)
+            .map_err(|e| StoreError::io(op, offset, &e))?;
         self.written.fetch_add(buf.len() as u64, Relaxed);
         Ok(())
     }
@@ -42,7 +60,9 @@ impl DevIo {
     }
 
     pub(crate) fn len(&self) -> Result<u64, StoreError> {
-        self.dev.len().map_err(|e| StoreError::io("size the device", 0, &e))
+        self.dev
+            .len()
+            .map_err(|e| StoreError::io("size the device", 0, &e))
     }
 
     pub(crate) fn bytes_written(&self) -> u64 {
@@ -64,7 +84,11 @@ pub(crate) struct GroupImage<'a> {
 /// Writes bitmaps, then descriptors, for `images` (ascending by group). Descriptors of
 /// consecutive groups go out in one write; untouched neighbours are never rewritten, so a
 /// descriptor that failed its checksum stays as found for fsck to see.
-pub(crate) fn write_groups(io: &DevIo, sb: &Superblock, images: &[GroupImage<'_>]) -> Result<(), StoreError> {
+pub(crate) fn write_groups(
+    io: &DevIo,
+    sb: &Superblock,
+    images: &[GroupImage<'_>],
+) -> Result<(), StoreError> {
     for img in images {
         io.write("write a bitmap", sb.layout.bitmap_at(img.group), img.bitmap)?;
     }

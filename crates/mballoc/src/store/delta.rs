@@ -53,11 +53,17 @@ pub(crate) fn split(geometry: &Geometry, commit: &Commit) -> Result<Vec<GroupDel
         for e in extents {
             check_extent(geometry, e)?;
             for_each_piece(geometry, e, |group, start, len| {
-                by_group.entry(group).or_default().push(Run { start, len, op });
+                by_group
+                    .entry(group)
+                    .or_default()
+                    .push(Run { start, len, op });
             });
         }
     }
-    Ok(by_group.into_iter().map(|(group, runs)| GroupDelta { group, runs }).collect())
+    Ok(by_group
+        .into_iter()
+        .map(|(group, runs)| GroupDelta { group, runs })
+        .collect())
 }
 
 /// Calls `f(group, offset, len)` for each group-sized piece of an in-range extent.
@@ -84,10 +90,12 @@ pub(crate) fn apply_checked(
 ) -> Result<(), StoreError> {
     for r in runs {
         let bad = match r.op {
-            Op::Set => first_set(bitmap, r.start, r.len)
-                .map(|off| StoreError::AlreadyAllocated { block: geometry.block_of(group, off) }),
-            Op::Clear => first_clear(bitmap, r.start, r.len)
-                .map(|off| StoreError::NotAllocated { block: geometry.block_of(group, off) }),
+            Op::Set => first_set(bitmap, r.start, r.len).map(|off| StoreError::AlreadyAllocated {
+                block: geometry.block_of(group, off),
+            }),
+            Op::Clear => first_clear(bitmap, r.start, r.len).map(|off| StoreError::NotAllocated {
+                block: geometry.block_of(group, off),
+            }),
         };
         if let Some(e) = bad {
             return Err(e);
@@ -118,23 +126,54 @@ mod tests {
     #[test]
     fn split_cuts_at_group_boundaries_and_orders_allocs_first() {
         let g = Geometry::new(1024, 64, 200, 0, 1).unwrap();
-        let c = Commit { allocated: vec![Extent::new(60, 10)], freed: vec![Extent::new(5, 1)] };
+        let c = Commit {
+            allocated: vec![Extent::new(60, 10)],
+            freed: vec![Extent::new(5, 1)],
+        };
         let d = split(&g, &c).unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].group, 0);
         assert_eq!(
             d[0].runs,
-            vec![Run { start: 60, len: 4, op: Op::Set }, Run { start: 5, len: 1, op: Op::Clear }]
+            vec![
+                Run {
+                    start: 60,
+                    len: 4,
+                    op: Op::Set
+                },
+                Run {
+                    start: 5,
+                    len: 1,
+                    op: Op::Clear
+                }
+            ]
         );
-        assert_eq!(d[1].runs, vec![Run { start: 0, len: 6, op: Op::Set }]);
+        assert_eq!(
+            d[1].runs,
+            vec![Run {
+                start: 0,
+                len: 6,
+                op: Op::Set
+            }]
+        );
     }
 
     #[test]
     fn out_of_range_and_empty_extents_are_rejected() {
         let g = Geometry::new(1024, 64, 200, 0, 1).unwrap();
-        for e in [Extent::new(190, 20), Extent::new(0, 0), Extent::new(u64::MAX, 2)] {
-            let c = Commit { allocated: vec![e], freed: vec![] };
-            assert!(matches!(split(&g, &c), Err(StoreError::OutOfRange { .. })), "{e:?}");
+        for e in [
+            Extent::new(190, 20),
+            Extent::new(0, 0),
+            Extent::new(u64::MAX, 2),
+        ] {
+            let c = Commit {
+                allocated: vec![e],
+                freed: vec![],
+            };
+            assert!(
+                matches!(split(&g, &c), Err(StoreError::OutOfRange { .. })),
+                "{e:?}"
+            );
         }
     }
 
@@ -142,14 +181,26 @@ mod tests {
     fn checked_apply_reports_the_first_bad_block() {
         let g = Geometry::new(1024, 64, 200, 0, 1).unwrap();
         let mut bm = vec![0u8; 8];
-        let set = [Run { start: 8, len: 4, op: Op::Set }];
+        let set = [Run {
+            start: 8,
+            len: 4,
+            op: Op::Set,
+        }];
         apply_checked(&g, 1, &mut bm, &set).unwrap();
-        let again = [Run { start: 6, len: 4, op: Op::Set }];
+        let again = [Run {
+            start: 6,
+            len: 4,
+            op: Op::Set,
+        }];
         assert_eq!(
             apply_checked(&g, 1, &mut bm, &again),
             Err(StoreError::AlreadyAllocated { block: 64 + 8 })
         );
-        let free = [Run { start: 10, len: 4, op: Op::Clear }];
+        let free = [Run {
+            start: 10,
+            len: 4,
+            op: Op::Clear,
+        }];
         assert_eq!(
             apply_checked(&g, 1, &mut bm, &free),
             Err(StoreError::NotAllocated { block: 64 + 12 })

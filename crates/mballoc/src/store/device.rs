@@ -44,7 +44,12 @@ impl FileDevice {
     /// Opens or creates `path`. A regular file is sized to exactly `len` bytes (sparse, so a
     /// 16 TiB store costs only what is written); a block device must already be large enough.
     pub fn create(path: &Path, len: u64) -> io::Result<Self> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         if file.metadata()?.file_type().is_file() {
             file.set_len(0)?;
             file.set_len(len)?;
@@ -87,7 +92,9 @@ impl MemDevice {
     }
 
     pub fn from_bytes(bytes: Vec<u8>) -> Self {
-        MemDevice { bytes: Mutex::new(bytes) }
+        MemDevice {
+            bytes: Mutex::new(bytes),
+        }
     }
 
     /// A copy of the contents (for corrupting in tests, or for a crash image).
@@ -106,7 +113,9 @@ pub(crate) fn span(offset: u64, len: usize, size: usize) -> Option<std::ops::Ran
 /// Copies `buf` into `bytes` at `offset`, growing `bytes` as needed.
 pub(crate) fn write_into(bytes: &mut Vec<u8>, buf: &[u8], offset: u64) -> io::Result<()> {
     let start = usize::try_from(offset).map_err(|_| io::Error::other("offset too large"))?;
-    let end = start.checked_add(buf.len()).ok_or_else(|| io::Error::other("offset too large"))?;
+    let end = start
+        .checked_add(buf.len())
+        .ok_or_else(|| io::Error::other("offset too large"))?;
     if bytes.len() < end {
         bytes.resize(end, 0);
     }

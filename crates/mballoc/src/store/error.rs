@@ -11,7 +11,12 @@ pub enum StoreError {
     /// The device refused a read, write or sync. After a failed write or sync inside
     /// [`commit`](super::Store::commit) the store is poisoned: reopen it to recover.
     #[error("I/O error during {op} at byte {offset}: {kind:?}: {message}")]
-    Io { op: &'static str, offset: u64, kind: io::ErrorKind, message: String },
+    Io {
+        op: &'static str,
+        offset: u64,
+        kind: io::ErrorKind,
+        message: String,
+    },
 
     /// A group's descriptor or bitmap failed its checksum (or is otherwise unusable). The group is
     /// remembered as corrupt and never rewritten by the store.
@@ -29,8 +34,15 @@ pub enum StoreError {
     #[error("group {group} does not exist (the store has {groups} groups)")]
     NoSuchGroup { group: u32, groups: u32 },
 
-    #[error("extent [{start}, +{len}) is outside the data area [{first_data_block}, {blocks_count})")]
-    OutOfRange { start: u64, len: u64, first_data_block: u64, blocks_count: u64 },
+    #[error(
+        "extent [{start}, +{len}) is outside the data area [{first_data_block}, {blocks_count})"
+    )]
+    OutOfRange {
+        start: u64,
+        len: u64,
+        first_data_block: u64,
+        blocks_count: u64,
+    },
 
     /// A commit allocates a block that is already in use on disk (or twice in one commit).
     #[error("commit allocates block {block}, which is already in use")]
@@ -61,7 +73,12 @@ pub enum StoreError {
 impl StoreError {
     /// Wraps an I/O error with what was being done and where.
     pub(crate) fn io(op: &'static str, offset: u64, e: &io::Error) -> Self {
-        StoreError::Io { op, offset, kind: e.kind(), message: e.to_string() }
+        StoreError::Io {
+            op,
+            offset,
+            kind: e.kind(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -70,8 +87,13 @@ impl StoreError {
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Corrupt { group, what } => crate::Error::CorruptGroup { group, reason: what },
-            StoreError::NoSuchGroup { group, groups } => crate::Error::NoSuchGroup { group, groups },
+            StoreError::Corrupt { group, what } => crate::Error::CorruptGroup {
+                group,
+                reason: what,
+            },
+            StoreError::NoSuchGroup { group, groups } => {
+                crate::Error::NoSuchGroup { group, groups }
+            }
             other => crate::Error::Store(other.to_string()),
         }
     }

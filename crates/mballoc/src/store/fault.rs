@@ -84,8 +84,14 @@ fn power_lost() -> io::Error {
 impl FaultDevice {
     /// A device whose durable contents are `image`, with no plan.
     pub fn new(image: Vec<u8>) -> Self {
-        let state = State { cache: image.clone(), durable: image, ..State::default() };
-        FaultDevice { state: Mutex::new(state) }
+        let state = State {
+            cache: image.clone(),
+            durable: image,
+            ..State::default()
+        };
+        FaultDevice {
+            state: Mutex::new(state),
+        }
     }
 
     /// Arms `plan` and restarts the write and sync counters it refers to.
@@ -195,7 +201,10 @@ impl Device for FaultDevice {
             return Err(power_lost());
         }
         write_into(&mut s.cache, buf, offset)?;
-        s.pending.push(Pending { offset, data: buf.to_vec() });
+        s.pending.push(Pending {
+            offset,
+            data: buf.to_vec(),
+        });
         Ok(())
     }
 
@@ -259,13 +268,19 @@ mod tests {
         assert!(d.write_at(&[2; 4], 4).is_err());
         assert!(d.sync().is_err());
         assert!(d.is_dead());
-        assert_eq!(&d.crash(CrashMode::AllLanded)[..8], &[1, 1, 1, 1, 0, 0, 0, 0]);
+        assert_eq!(
+            &d.crash(CrashMode::AllLanded)[..8],
+            &[1, 1, 1, 1, 0, 0, 0, 0]
+        );
     }
 
     #[test]
     fn torn_write_lands_a_prefix() {
         let d = FaultDevice::new(vec![0; 2048]);
-        d.set_plan(FaultPlan::TearWrite { at: 0, tear: Tear::Prefix(600) });
+        d.set_plan(FaultPlan::TearWrite {
+            at: 0,
+            tear: Tear::Prefix(600),
+        });
         assert!(d.write_at(&[7; 1024], 0).is_err());
         let img = d.crash(CrashMode::NoneLanded);
         assert!(img[..600].iter().all(|&b| b == 7));

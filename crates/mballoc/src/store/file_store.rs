@@ -20,8 +20,8 @@ use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::{apply_checked, split, GroupDelta};
 use super::device::{Device, FileDevice};
 use super::format::{
-    bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce, DiskDesc,
-    Layout, Superblock, DEFAULT_LOG_LEN, LOG_HEAD, SB_AREA,
+    bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce,
+    DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, LOG_HEAD, SB_AREA,
 };
 use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup};
 use super::recovery::{desc_for, recover};
@@ -39,7 +39,9 @@ pub struct FileStoreOptions {
 
 impl Default for FileStoreOptions {
     fn default() -> Self {
-        FileStoreOptions { log_len: DEFAULT_LOG_LEN }
+        FileStoreOptions {
+            log_len: DEFAULT_LOG_LEN,
+        }
     }
 }
 
@@ -88,13 +90,15 @@ impl FileStore {
         opts: FileStoreOptions,
     ) -> Result<Self, StoreError> {
         let len = Self::required_len(&geometry, opts)?;
-        let dev = FileDevice::create(path, len).map_err(|e| StoreError::io("create the store file", 0, &e))?;
+        let dev = FileDevice::create(path, len)
+            .map_err(|e| StoreError::io("create the store file", 0, &e))?;
         Self::create_on(Arc::new(dev), geometry, used, opts)
     }
 
     /// Opens the store at `path`, recovering the last commit if a crash interrupted it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let dev = FileDevice::open(path).map_err(|e| StoreError::io("open the store file", 0, &e))?;
+        let dev =
+            FileDevice::open(path).map_err(|e| StoreError::io("open the store file", 0, &e))?;
         Self::open_on(Arc::new(dev))
     }
 
@@ -116,9 +120,16 @@ impl FileStore {
         let io = DevIo::new(device.clone());
         let have = io.len()?;
         if have < layout.total {
-            return Err(StoreError::DeviceTooSmall { need: layout.total, have });
+            return Err(StoreError::DeviceTooSmall {
+                need: layout.total,
+                have,
+            });
         }
-        let sb = Superblock { geometry, nonce: new_nonce(), layout };
+        let sb = Superblock {
+            geometry,
+            nonce: new_nonce(),
+            layout,
+        };
         let bitmaps = initial_bitmaps(&geometry, used)?;
         write_initial(&io, &sb, &bitmaps)?;
         Self::open_on(device)
@@ -129,9 +140,19 @@ impl FileStore {
         let io = DevIo::new(device);
         let sb = read_superblock(&io)?;
         let rec = recover(&io, &sb)?;
-        let table = io.read("read the descriptors", sb.layout.desc_off, sb.layout.desc_table_len())?;
+        let table = io.read(
+            "read the descriptors",
+            sb.layout.desc_off,
+            sb.layout.desc_table_len(),
+        )?;
         let (descs, corrupt) = decode_table(&sb, &table);
-        let state = State { descs, corrupt, cache: rec.bitmaps.into_iter().collect(), seq: rec.seq, poisoned: None };
+        let state = State {
+            descs,
+            corrupt,
+            cache: rec.bitmaps.into_iter().collect(),
+            seq: rec.seq,
+            poisoned: None,
+        };
         Ok(FileStore {
             io,
             sb,
@@ -153,6 +174,11 @@ impl FileStore {
         self.io.device()
     }
 
+    #[cfg(test)]
+    pub(crate) fn sb_layout(&self) -> Layout {
+        self.sb.layout
+    }
+
     fn check_group(&self, group: u32) -> Result<(), StoreError> {
         let groups = self.sb.layout.groups;
         if group < groups {
@@ -168,7 +194,10 @@ impl FileStore {
         let desc = {
             let st = self.state.lock();
             if let Some(what) = st.corrupt.get(&group) {
-                return Err(StoreError::Corrupt { group, what: what.clone() });
+                return Err(StoreError::Corrupt {
+                    group,
+                    what: what.clone(),
+                });
             }
             if let Some(b) = st.cache.get(&group) {
                 return Ok(b.clone());
@@ -198,15 +227,24 @@ impl FileStore {
             return Ok(BitmapBytes::all_free(geometry, group).into_bytes());
         }
         let at = self.sb.layout.bitmap_at(group);
-        let bytes = self.io.read("read a bitmap", at, self.sb.layout.bitmap_len)?.into_boxed_slice();
+        let bytes = self
+            .io
+            .read("read a bitmap", at, self.sb.layout.bitmap_len)?
+            .into_boxed_slice();
         let computed = bitmap_crc(self.sb.nonce, group, &bytes);
         if computed != desc.bitmap_crc {
-            let what = format!("bitmap checksum {:#010x}, computed {computed:#010x}", desc.bitmap_crc);
+            let what = format!(
+                "bitmap checksum {:#010x}, computed {computed:#010x}",
+                desc.bitmap_crc
+            );
             return Err(StoreError::Corrupt { group, what });
         }
         let bitmap = BitmapBytes::from_raw(bytes, geometry.group_len(group));
         if let Some(bit) = bitmap.first_clear_padding() {
-            return Err(StoreError::Corrupt { group, what: format!("padding bit {bit} is clear") });
+            return Err(StoreError::Corrupt {
+                group,
+                what: format!("padding bit {bit} is clear"),
+            });
         }
         Ok(bitmap.into_bytes())
     }
@@ -220,7 +258,13 @@ impl FileStore {
             let mut bitmap = self.load(group)?;
             apply_checked(&self.sb.geometry, group, &mut bitmap, &delta.runs)?;
             let desc = desc_for(&self.sb, group, &bitmap);
-            out.push(Prepared { group, base_uninit, delta, bitmap, desc });
+            out.push(Prepared {
+                group,
+                base_uninit,
+                delta,
+                bitmap,
+                desc,
+            });
         }
         Ok(out)
     }
@@ -228,20 +272,33 @@ impl FileStore {
     /// The write-ahead protocol for one commit.
     fn write_commit(&self, seq: u64, record: &[u8], groups: &[Prepared]) -> Result<(), StoreError> {
         let layout = &self.sb.layout;
-        self.io.write("write the log record", layout.record_at(), record)?;
+        self.io
+            .write("write the log record", layout.record_at(), record)?;
         self.io.sync("sync the log record")?;
-        let images: Vec<GroupImage<'_>> =
-            groups.iter().map(|p| GroupImage { group: p.group, desc: p.desc, bitmap: &p.bitmap }).collect();
+        let images: Vec<GroupImage<'_>> = groups
+            .iter()
+            .map(|p| GroupImage {
+                group: p.group,
+                desc: p.desc,
+                bitmap: &p.bitmap,
+            })
+            .collect();
         write_groups(&self.io, &self.sb, &images)?;
         self.io.sync("sync the checkpoint")?;
-        self.io.write("mark the log applied", layout.marker_at(seq), &encode_marker(self.sb.nonce, seq))
+        self.io.write(
+            "mark the log applied",
+            layout.marker_at(seq),
+            &encode_marker(self.sb.nonce, seq),
+        )
     }
 
     fn commit_locked(&self, commit: &Commit) -> Result<CommitId, StoreError> {
         let seq = {
             let st = self.state.lock();
             if let Some(cause) = &st.poisoned {
-                return Err(StoreError::Poisoned { cause: cause.clone() });
+                return Err(StoreError::Poisoned {
+                    cause: cause.clone(),
+                });
             }
             st.seq
         };
@@ -253,7 +310,11 @@ impl FileStore {
             seq: seq + 1,
             groups: groups
                 .iter()
-                .map(|p| RecordGroup { group: p.group, base_uninit: p.base_uninit, runs: p.delta.runs.clone() })
+                .map(|p| RecordGroup {
+                    group: p.group,
+                    base_uninit: p.base_uninit,
+                    runs: p.delta.runs.clone(),
+                })
                 .collect(),
         };
         let (bytes, capacity) = (record_len(&record), self.sb.layout.record_capacity());
@@ -277,8 +338,17 @@ impl FileStore {
 }
 
 /// Bitmaps for the groups `used` touches (overlapping ranges are fine).
-fn initial_bitmaps(geometry: &Geometry, used: &[Extent]) -> Result<BTreeMap<u32, Box<[u8]>>, StoreError> {
-    let deltas = split(geometry, &Commit { allocated: used.to_vec(), freed: Vec::new() })?;
+fn initial_bitmaps(
+    geometry: &Geometry,
+    used: &[Extent],
+) -> Result<BTreeMap<u32, Box<[u8]>>, StoreError> {
+    let deltas = split(
+        geometry,
+        &Commit {
+            allocated: used.to_vec(),
+            freed: Vec::new(),
+        },
+    )?;
     let mut out = BTreeMap::new();
     for d in deltas {
         let mut bitmap = BitmapBytes::all_free(geometry, d.group).into_bytes();
@@ -289,7 +359,11 @@ fn initial_bitmaps(geometry: &Geometry, used: &[Extent]) -> Result<BTreeMap<u32,
 }
 
 /// Everything but the superblock, sync, then the superblock, sync.
-fn write_initial(io: &DevIo, sb: &Superblock, bitmaps: &BTreeMap<u32, Box<[u8]>>) -> Result<(), StoreError> {
+fn write_initial(
+    io: &DevIo,
+    sb: &Superblock,
+    bitmaps: &BTreeMap<u32, Box<[u8]>>,
+) -> Result<(), StoreError> {
     let mut table = Vec::with_capacity(sb.layout.desc_table_len());
     for group in 0..sb.layout.groups {
         let desc = match bitmaps.get(&group) {
@@ -299,11 +373,19 @@ fn write_initial(io: &DevIo, sb: &Superblock, bitmaps: &BTreeMap<u32, Box<[u8]>>
         table.extend_from_slice(&encode_desc(sb.nonce, group, &desc));
     }
     for (group, bitmap) in bitmaps {
-        io.write("write an initial bitmap", sb.layout.bitmap_at(*group), bitmap)?;
+        io.write(
+            "write an initial bitmap",
+            sb.layout.bitmap_at(*group),
+            bitmap,
+        )?;
     }
     io.write("write the descriptors", sb.layout.desc_off, &table)?;
     // Clear the log head so nothing from an earlier use of the device can pass for ours.
-    io.write("clear the log", sb.layout.log_off, &vec![0u8; 2 * LOG_HEAD as usize])?;
+    io.write(
+        "clear the log",
+        sb.layout.log_off,
+        &vec![0u8; 2 * LOG_HEAD as usize],
+    )?;
     io.sync("sync the new store")?;
     io.write("write the superblock", 0, &encode_superblock(sb))?;
     io.sync("sync the superblock")
@@ -312,11 +394,16 @@ fn write_initial(io: &DevIo, sb: &Superblock, bitmaps: &BTreeMap<u32, Box<[u8]>>
 fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
     let have = io.len()?;
     if have < SB_AREA {
-        return Err(StoreError::BadSuperblock { what: format!("device holds only {have} bytes") });
+        return Err(StoreError::BadSuperblock {
+            what: format!("device holds only {have} bytes"),
+        });
     }
     let sb = decode_superblock(&io.read("read the superblock", 0, SB_AREA as usize)?)?;
     if have < sb.layout.total {
-        let what = format!("device holds {have} bytes but the layout needs {}", sb.layout.total);
+        let what = format!(
+            "device holds {have} bytes but the layout needs {}",
+            sb.layout.total
+        );
         return Err(StoreError::BadSuperblock { what });
     }
     Ok(sb)
@@ -351,14 +438,19 @@ impl Store for FileStore {
 
     fn descriptors(&self) -> Vec<GroupDesc> {
         let st = self.state.lock();
-        (0..self.sb.layout.groups).map(|g| public_desc(&st, g)).collect()
+        (0..self.sb.layout.groups)
+            .map(|g| public_desc(&st, g))
+            .collect()
     }
 
     fn read_bitmap(&self, group: u32) -> Result<BitmapBytes, StoreError> {
         self.check_group(group)?;
         let _shared = self.commit_lock.read();
         let bytes = self.load(group)?;
-        Ok(BitmapBytes::from_raw(bytes, self.sb.geometry.group_len(group)))
+        Ok(BitmapBytes::from_raw(
+            bytes,
+            self.sb.geometry.group_len(group),
+        ))
     }
 
     fn commit(&self, commit: &Commit) -> Result<CommitId, StoreError> {
@@ -397,5 +489,8 @@ fn public_desc(st: &State, group: u32) -> GroupDesc {
     if st.corrupt.contains_key(&group) {
         flags.0 |= GroupFlags::CORRUPT.0;
     }
-    GroupDesc { free: d.free, flags }
+    GroupDesc {
+        free: d.free,
+        flags,
+    }
 }

@@ -52,7 +52,9 @@ fn round_up(x: u64, to: u64) -> u64 {
 impl Layout {
     pub(crate) fn new(geometry: &Geometry, log_len: u64) -> Result<Self, StoreError> {
         if log_len < 2 * LOG_HEAD {
-            return Err(StoreError::Geometry { what: format!("log_len {log_len} < {}", 2 * LOG_HEAD) });
+            return Err(StoreError::Geometry {
+                what: format!("log_len {log_len} < {}", 2 * LOG_HEAD),
+            });
         }
         let groups = geometry.group_count();
         let bitmap_len = bitmap_len(geometry);
@@ -60,10 +62,21 @@ impl Layout {
         let bitmap_off = desc_off + round_up(u64::from(groups) * DESC_LEN as u64, 4096);
         let bitmap_stride = round_up(bitmap_len as u64, 512);
         let log_off = round_up(bitmap_off + u64::from(groups) * bitmap_stride, 4096);
-        let total = log_off.checked_add(log_len).ok_or_else(|| StoreError::Geometry {
-            what: format!("log_len {log_len} overflows the device size"),
-        })?;
-        Ok(Layout { groups, desc_off, bitmap_off, bitmap_stride, bitmap_len, log_off, log_len, total })
+        let total = log_off
+            .checked_add(log_len)
+            .ok_or_else(|| StoreError::Geometry {
+                what: format!("log_len {log_len} overflows the device size"),
+            })?;
+        Ok(Layout {
+            groups,
+            desc_off,
+            bitmap_off,
+            bitmap_stride,
+            bitmap_len,
+            log_off,
+            log_len,
+            total,
+        })
     }
 
     pub(crate) fn desc_at(&self, group: u32) -> u64 {
@@ -165,7 +178,13 @@ pub(crate) fn encode_superblock(sb: &Superblock) -> Vec<u8> {
     put_u32(&mut out, g.flex_bg_size());
     put_u32(&mut out, l.groups);
     put_u64(&mut out, sb.nonce);
-    for v in [l.desc_off, l.bitmap_off, l.bitmap_stride, l.log_off, l.log_len] {
+    for v in [
+        l.desc_off,
+        l.bitmap_off,
+        l.bitmap_stride,
+        l.log_off,
+        l.log_len,
+    ] {
         put_u64(&mut out, v);
     }
     out.resize(SB_LEN - 4, 0);
@@ -182,22 +201,30 @@ fn bad(what: impl Into<String>) -> StoreError {
 /// Decodes and validates a superblock: magic, checksum, version, geometry, and a layout that
 /// agrees with what the geometry implies (so no stored offset can point anywhere odd).
 pub(crate) fn decode_superblock(bytes: &[u8]) -> Result<Superblock, StoreError> {
-    let body = bytes.get(..SB_LEN).ok_or_else(|| bad(format!("only {} bytes", bytes.len())))?;
+    let body = bytes
+        .get(..SB_LEN)
+        .ok_or_else(|| bad(format!("only {} bytes", bytes.len())))?;
     let mut r = Reader::new(body);
     let truncated = || bad("truncated");
     let magic = r.bytes8().ok_or_else(truncated)?;
     if magic != MAGIC {
-        return Err(bad(format!("magic {magic:02x?} is not {MAGIC:02x?}: not an mballoc store")));
+        return Err(bad(format!(
+            "magic {magic:02x?} is not {MAGIC:02x?}: not an mballoc store"
+        )));
     }
     let stored = u32::from_le_bytes([body[124], body[125], body[126], body[127]]);
     let computed = crc32c::crc32c(&body[..SB_LEN - 4]);
     if stored != computed {
-        return Err(bad(format!("checksum {stored:#010x}, computed {computed:#010x}")));
+        return Err(bad(format!(
+            "checksum {stored:#010x}, computed {computed:#010x}"
+        )));
     }
     let version = r.u32().ok_or_else(truncated)?;
     let sb_len = r.u32().ok_or_else(truncated)?;
     if version != VERSION || sb_len != SB_LEN as u32 {
-        return Err(bad(format!("version {version} / length {sb_len}; this build reads {VERSION} / {SB_LEN}")));
+        return Err(bad(format!(
+            "version {version} / length {sb_len}; this build reads {VERSION} / {SB_LEN}"
+        )));
     }
     let fields = (|| {
         let geometry = (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u32()?);
@@ -208,14 +235,24 @@ pub(crate) fn decode_superblock(bytes: &[u8]) -> Result<Superblock, StoreError> 
     let ((bs, bpg, count, first, flex), groups, nonce, offsets) = fields.ok_or_else(truncated)?;
     let geometry = Geometry::new(bs, bpg, count, first, flex).map_err(|e| bad(e.to_string()))?;
     let layout = Layout::new(&geometry, offsets[4]).map_err(|e| bad(e.to_string()))?;
-    let expect = [layout.desc_off, layout.bitmap_off, layout.bitmap_stride, layout.log_off, layout.log_len];
+    let expect = [
+        layout.desc_off,
+        layout.bitmap_off,
+        layout.bitmap_stride,
+        layout.log_off,
+        layout.log_len,
+    ];
     if groups != layout.groups || offsets != expect {
         return Err(bad(format!(
             "layout {groups} groups at {offsets:?} disagrees with geometry ({} groups at {expect:?})",
             layout.groups
         )));
     }
-    Ok(Superblock { geometry, nonce, layout })
+    Ok(Superblock {
+        geometry,
+        nonce,
+        layout,
+    })
 }
 
 /// A descriptor as stored, minus its own checksum.
@@ -229,7 +266,11 @@ pub(crate) struct DiskDesc {
 impl DiskDesc {
     /// A group whose bitmap was never written.
     pub(crate) fn uninit(geometry: &Geometry, group: u32) -> Self {
-        DiskDesc { free: geometry.group_len(group), flags: GroupFlags::BLOCK_UNINIT.0, bitmap_crc: 0 }
+        DiskDesc {
+            free: geometry.group_len(group),
+            flags: GroupFlags::BLOCK_UNINIT.0,
+            bitmap_crc: 0,
+        }
     }
     pub(crate) fn is_uninit(&self) -> bool {
         GroupFlags(self.flags).contains(GroupFlags::BLOCK_UNINIT)
@@ -259,20 +300,41 @@ pub(crate) fn decode_desc(sb: &Superblock, group: u32, bytes: &[u8]) -> Result<D
     let mut r = Reader::new(bytes);
     let fields = (|| Some((r.u32()?, r.u16()?, r.u16()?, r.u32()?, r.u32()?)))();
     let Some((free, flags, reserved, bitmap_crc, stored)) = fields else {
-        return Err(Problem::DescriptorChecksum { group, stored: 0, computed: 0 });
+        return Err(Problem::DescriptorChecksum {
+            group,
+            stored: 0,
+            computed: 0,
+        });
     };
     let body = bytes.get(..12).unwrap_or_default();
     let computed = checksum(sb.nonce, &[&group.to_le_bytes(), body]);
     if stored != computed {
-        return Err(Problem::DescriptorChecksum { group, stored, computed });
+        return Err(Problem::DescriptorChecksum {
+            group,
+            stored,
+            computed,
+        });
     }
     if flags & !GroupFlags::ON_DISK != 0 || reserved != 0 {
-        return Err(Problem::UnknownFlags { group, flags, reserved });
+        return Err(Problem::UnknownFlags {
+            group,
+            flags,
+            reserved,
+        });
     }
-    let d = DiskDesc { free, flags, bitmap_crc };
+    let d = DiskDesc {
+        free,
+        flags,
+        bitmap_crc,
+    };
     let group_len = sb.geometry.group_len(group);
     if free > group_len || (d.is_uninit() && free != group_len) {
-        return Err(Problem::BadFreeCount { group, free, group_len, uninit: d.is_uninit() });
+        return Err(Problem::BadFreeCount {
+            group,
+            free,
+            group_len,
+            uninit: d.is_uninit(),
+        });
     }
     Ok(d)
 }
@@ -289,7 +351,11 @@ mod tests {
     fn sb() -> Superblock {
         let geometry = Geometry::new(4096, 32768, 100_000, 0, 16).unwrap();
         let layout = Layout::new(&geometry, DEFAULT_LOG_LEN).unwrap();
-        Superblock { geometry, nonce: 0x1234_5678_9abc_def0, layout }
+        Superblock {
+            geometry,
+            nonce: 0x1234_5678_9abc_def0,
+            layout,
+        }
     }
 
     #[test]
@@ -306,7 +372,10 @@ mod tests {
         for i in 0..SB_LEN {
             let mut b = bytes.clone();
             b[i] ^= 0x40;
-            assert!(matches!(decode_superblock(&b), Err(StoreError::BadSuperblock { .. })), "byte {i}");
+            assert!(
+                matches!(decode_superblock(&b), Err(StoreError::BadSuperblock { .. })),
+                "byte {i}"
+            );
         }
         assert!(decode_superblock(&bytes[..10]).is_err());
         assert!(decode_superblock(&[]).is_err());
@@ -315,13 +384,23 @@ mod tests {
     #[test]
     fn descriptor_round_trips_and_detects_damage() {
         let s = sb();
-        let d = DiskDesc { free: 1000, flags: 0, bitmap_crc: 0xdead_beef };
+        let d = DiskDesc {
+            free: 1000,
+            flags: 0,
+            bitmap_crc: 0xdead_beef,
+        };
         let bytes = encode_desc(s.nonce, 2, &d);
         assert_eq!(decode_desc(&s, 2, &bytes), Ok(d));
-        assert!(matches!(decode_desc(&s, 1, &bytes), Err(Problem::DescriptorChecksum { .. })));
+        assert!(matches!(
+            decode_desc(&s, 1, &bytes),
+            Err(Problem::DescriptorChecksum { .. })
+        ));
         let mut b = bytes;
         b[0] ^= 1;
-        assert!(matches!(decode_desc(&s, 2, &b), Err(Problem::DescriptorChecksum { .. })));
+        assert!(matches!(
+            decode_desc(&s, 2, &b),
+            Err(Problem::DescriptorChecksum { .. })
+        ));
         assert!(decode_desc(&s, 2, &bytes[..5]).is_err());
     }
 
@@ -329,11 +408,21 @@ mod tests {
     fn impossible_free_counts_are_rejected() {
         let s = sb();
         let last = s.layout.groups - 1;
-        let too_many = DiskDesc { free: s.geometry.group_len(last) + 1, flags: 0, bitmap_crc: 0 };
+        let too_many = DiskDesc {
+            free: s.geometry.group_len(last) + 1,
+            flags: 0,
+            bitmap_crc: 0,
+        };
         let bytes = encode_desc(s.nonce, last, &too_many);
-        assert!(matches!(decode_desc(&s, last, &bytes), Err(Problem::BadFreeCount { .. })));
+        assert!(matches!(
+            decode_desc(&s, last, &bytes),
+            Err(Problem::BadFreeCount { .. })
+        ));
         let uninit = DiskDesc::uninit(&s.geometry, last);
-        assert_eq!(decode_desc(&s, last, &encode_desc(s.nonce, last, &uninit)), Ok(uninit));
+        assert_eq!(
+            decode_desc(&s, last, &encode_desc(s.nonce, last, &uninit)),
+            Ok(uninit)
+        );
     }
 
     #[test]

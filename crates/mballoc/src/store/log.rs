@@ -48,7 +48,11 @@ pub(crate) struct RecordGroup {
 
 /// Bytes `rec` will take in the log.
 pub(crate) fn record_len(rec: &Record) -> u64 {
-    let groups: u64 = rec.groups.iter().map(|g| 12 + 8 * g.runs.len() as u64).sum();
+    let groups: u64 = rec
+        .groups
+        .iter()
+        .map(|g| 12 + 8 * g.runs.len() as u64)
+        .sum();
     RECORD_HEADER as u64 + 4 + groups
 }
 
@@ -89,18 +93,28 @@ pub(crate) struct Header {
 /// by an earlier store) or claims a body larger than the log.
 pub(crate) fn decode_header(nonce: u64, bytes: &[u8], capacity: u64) -> Option<Header> {
     let mut r = Reader::new(bytes);
-    let (magic, version, n, seq, body_len, crc) = (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u32()?, r.u32()?);
+    let (magic, version, n, seq, body_len, crc) =
+        (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u32()?, r.u32()?);
     let fits = u64::from(body_len) + RECORD_HEADER as u64 <= capacity;
     if magic != RECORD_MAGIC || version != LOG_VERSION || n != nonce || !fits {
         return None;
     }
     let prefix_crc = crc32c::crc32c(bytes.get(..RECORD_HEADER - 4)?);
-    Some(Header { seq, body_len, crc, prefix_crc })
+    Some(Header {
+        seq,
+        body_len,
+        crc,
+        prefix_crc,
+    })
 }
 
 /// Decodes a record body. `Ok(None)`: the checksum fails, i.e. a torn write of a commit that
 /// never returned. `Err`: the checksum holds but the contents are impossible (a bug).
-pub(crate) fn decode_body(geometry: &Geometry, h: &Header, body: &[u8]) -> Result<Option<Record>, StoreError> {
+pub(crate) fn decode_body(
+    geometry: &Geometry,
+    h: &Header,
+    body: &[u8],
+) -> Result<Option<Record>, StoreError> {
     if crc32c::crc32c_append(h.prefix_crc, body) != h.crc {
         return Ok(None);
     }
@@ -131,13 +145,23 @@ fn decode_group(geometry: &Geometry, r: &mut Reader<'_>) -> Result<RecordGroup, 
     for _ in 0..n {
         let (start, raw) = (|| Some((r.u32()?, r.u32()?)))().ok_or("truncated run")?;
         let len = raw & !SET_BIT;
-        let op = if raw & SET_BIT != 0 { Op::Set } else { Op::Clear };
+        let op = if raw & SET_BIT != 0 {
+            Op::Set
+        } else {
+            Op::Clear
+        };
         if len == 0 || u64::from(start) + u64::from(len) > u64::from(group_len) {
-            return Err(format!("run [{start}, +{len}) outside the group's {group_len} blocks"));
+            return Err(format!(
+                "run [{start}, +{len}) outside the group's {group_len} blocks"
+            ));
         }
         runs.push(Run { start, len, op });
     }
-    Ok(RecordGroup { group, base_uninit: flags == 1, runs })
+    Ok(RecordGroup {
+        group,
+        base_uninit: flags == 1,
+        runs,
+    })
 }
 
 pub(crate) fn encode_marker(nonce: u64, seq: u64) -> [u8; MARKER_LEN] {
@@ -157,7 +181,8 @@ pub(crate) fn encode_marker(nonce: u64, seq: u64) -> [u8; MARKER_LEN] {
 /// The sequence number a marker says is applied, if the marker is intact and this store's.
 pub(crate) fn decode_marker(nonce: u64, bytes: &[u8]) -> Option<u64> {
     let mut r = Reader::new(bytes);
-    let (magic, version, n, seq, _, crc) = (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u32()?, r.u32()?);
+    let (magic, version, n, seq, _, crc) =
+        (r.u32()?, r.u32()?, r.u64()?, r.u64()?, r.u32()?, r.u32()?);
     let ok = magic == MARKER_MAGIC
         && version == LOG_VERSION
         && n == nonce
@@ -178,14 +203,24 @@ mod tests {
         Record {
             seq: 42,
             groups: vec![
-                RecordGroup { group: 0, base_uninit: false, runs: vec![run(3, 5, Op::Set), run(9, 1, Op::Clear)] },
-                RecordGroup { group: 3, base_uninit: true, runs: vec![run(0, 928, Op::Set)] },
+                RecordGroup {
+                    group: 0,
+                    base_uninit: false,
+                    runs: vec![run(3, 5, Op::Set), run(9, 1, Op::Clear)],
+                },
+                RecordGroup {
+                    group: 3,
+                    base_uninit: true,
+                    runs: vec![run(0, 928, Op::Set)],
+                },
             ],
         }
     }
 
     fn decode(bytes: &[u8]) -> Result<Option<Record>, StoreError> {
-        let Some(h) = decode_header(7, bytes, 1 << 20) else { return Ok(None) };
+        let Some(h) = decode_header(7, bytes, 1 << 20) else {
+            return Ok(None);
+        };
         let body = &bytes[RECORD_HEADER..][..h.body_len as usize];
         decode_body(&geometry(), &h, body)
     }
@@ -204,7 +239,9 @@ mod tests {
             let mut b = bytes.clone();
             b[i] ^= 0x10;
             let got = decode_header(7, &b, 1 << 20).map(|h| {
-                let body = b.get(RECORD_HEADER..RECORD_HEADER + h.body_len as usize).unwrap_or(&[]);
+                let body = b
+                    .get(RECORD_HEADER..RECORD_HEADER + h.body_len as usize)
+                    .unwrap_or(&[]);
                 decode_body(&geometry(), &h, body)
             });
             assert!(matches!(got, None | Some(Ok(None))), "byte {i}: {got:?}");
@@ -221,7 +258,10 @@ mod tests {
     fn checksummed_nonsense_is_an_error() {
         let mut rec = record();
         rec.groups[1].group = 99;
-        assert!(matches!(decode(&encode_record(7, &rec)), Err(StoreError::BadLog { seq: 42, .. })));
+        assert!(matches!(
+            decode(&encode_record(7, &rec)),
+            Err(StoreError::BadLog { seq: 42, .. })
+        ));
         let mut rec = record();
         rec.groups[0].runs[0].len = 2000;
         assert!(decode(&encode_record(7, &rec)).is_err());

@@ -67,16 +67,36 @@ impl MemStore {
         let groups = geometry.group_count() as usize;
         let mut bitmaps: Vec<Option<Box<[u8]>>> = vec![None; groups];
         let mut descs: Vec<GroupDesc> = (0..geometry.group_count())
-            .map(|g| GroupDesc { free: geometry.group_len(g), flags: GroupFlags::BLOCK_UNINIT })
+            .map(|g| GroupDesc {
+                free: geometry.group_len(g),
+                flags: GroupFlags::BLOCK_UNINIT,
+            })
             .collect();
-        for d in split(&geometry, &Commit { allocated: used.to_vec(), freed: Vec::new() })? {
+        for d in split(
+            &geometry,
+            &Commit {
+                allocated: used.to_vec(),
+                freed: Vec::new(),
+            },
+        )? {
             let mut bitmap = BitmapBytes::all_free(&geometry, d.group).into_bytes();
             apply_unchecked(&mut bitmap, &d.runs);
             descs[d.group as usize] = desc_of(&geometry, d.group, &bitmap);
             bitmaps[d.group as usize] = Some(bitmap);
         }
-        let state = State { descs, bitmaps, corrupt: BTreeMap::new(), seq: 0 };
-        Ok(MemStore { geometry, state: Mutex::new(state), cost: LoadCost::Free, loads: AtomicU64::new(0), commits: AtomicU64::new(0) })
+        let state = State {
+            descs,
+            bitmaps,
+            corrupt: BTreeMap::new(),
+            seq: 0,
+        };
+        Ok(MemStore {
+            geometry,
+            state: Mutex::new(state),
+            cost: LoadCost::Free,
+            loads: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+        })
     }
 
     /// Every bitmap load sleeps for `cost` (a device read).
@@ -115,7 +135,10 @@ impl MemStore {
 
 fn desc_of(geometry: &Geometry, group: u32, bitmap: &[u8]) -> GroupDesc {
     let b = BitmapBytes::from_raw(bitmap.into(), geometry.group_len(group));
-    GroupDesc { free: b.count_free(), flags: GroupFlags::default() }
+    GroupDesc {
+        free: b.count_free(),
+        flags: GroupFlags::default(),
+    }
 }
 
 fn public(st: &State, group: u32) -> GroupDesc {
@@ -138,7 +161,9 @@ impl Store for MemStore {
 
     fn descriptors(&self) -> Vec<GroupDesc> {
         let st = self.state.lock();
-        (0..self.geometry.group_count()).map(|g| public(&st, g)).collect()
+        (0..self.geometry.group_count())
+            .map(|g| public(&st, g))
+            .collect()
     }
 
     fn read_bitmap(&self, group: u32) -> Result<BitmapBytes, StoreError> {
@@ -146,7 +171,10 @@ impl Store for MemStore {
         let bytes = {
             let st = self.state.lock();
             if let Some(what) = st.corrupt.get(&group) {
-                return Err(StoreError::Corrupt { group, what: what.clone() });
+                return Err(StoreError::Corrupt {
+                    group,
+                    what: what.clone(),
+                });
             }
             self.bitmap_of(&st, group)
         };
@@ -164,7 +192,10 @@ impl Store for MemStore {
         let mut staged = Vec::new();
         for d in split(&self.geometry, commit)? {
             if let Some(what) = st.corrupt.get(&d.group) {
-                return Err(StoreError::Corrupt { group: d.group, what: what.clone() });
+                return Err(StoreError::Corrupt {
+                    group: d.group,
+                    what: what.clone(),
+                });
             }
             let mut bitmap = self.bitmap_of(&st, d.group);
             apply_checked(&self.geometry, d.group, &mut bitmap, &d.runs)?;
@@ -198,9 +229,19 @@ impl Store for MemStore {
                     let b = BitmapBytes::from_raw(b.clone(), len);
                     out.extend(check_counts(group, st.descs[g].free, &b));
                 }
-                Some(_) => out.push(Problem::BadFreeCount { group, free: st.descs[g].free, group_len: len, uninit: false }),
+                Some(_) => out.push(Problem::BadFreeCount {
+                    group,
+                    free: st.descs[g].free,
+                    group_len: len,
+                    uninit: false,
+                }),
                 None if st.descs[g].free != len => {
-                    out.push(Problem::BadFreeCount { group, free: st.descs[g].free, group_len: len, uninit: true });
+                    out.push(Problem::BadFreeCount {
+                        group,
+                        free: st.descs[g].free,
+                        group_len: len,
+                        uninit: true,
+                    });
                 }
                 None => {}
             }
@@ -209,6 +250,10 @@ impl Store for MemStore {
     }
 
     fn stats(&self) -> StoreStats {
-        StoreStats { bitmap_loads: self.loads.load(Relaxed), commits: self.commits.load(Relaxed), ..StoreStats::default() }
+        StoreStats {
+            bitmap_loads: self.loads.load(Relaxed),
+            commits: self.commits.load(Relaxed),
+            ..StoreStats::default()
+        }
     }
 }

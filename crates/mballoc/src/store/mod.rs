@@ -146,3 +146,6 @@ pub struct StoreStats {
     /// Device syncs issued (FileStore only).
     pub syncs: u64,
 }
+
+#[cfg(test)]
+mod tests;

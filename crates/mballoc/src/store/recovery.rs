@@ -12,7 +12,9 @@ use super::bitmap::{count_set, BitmapBytes};
 use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::apply_unchecked;
 use super::format::{bitmap_crc, DiskDesc, Superblock};
-use super::log::{decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, RECORD_HEADER};
+use super::log::{
+    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, RECORD_HEADER,
+};
 use super::StoreError;
 
 /// What recovery found and did.
@@ -31,12 +33,28 @@ pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreErr
         Some(rec) if rec.seq > applied => {
             let bitmaps = replay(io, sb, &rec)?;
             let marker = encode_marker(sb.nonce, rec.seq);
-            io.write("mark the log applied", sb.layout.marker_at(rec.seq), &marker)?;
+            io.write(
+                "mark the log applied",
+                sb.layout.marker_at(rec.seq),
+                &marker,
+            )?;
             io.sync("sync the log marker")?;
-            Ok(Recovered { seq: rec.seq, replayed: Some(rec.seq), bitmaps })
+            Ok(Recovered {
+                seq: rec.seq,
+                replayed: Some(rec.seq),
+                bitmaps,
+            })
         }
-        Some(rec) => Ok(Recovered { seq: applied.max(rec.seq), replayed: None, bitmaps: Vec::new() }),
-        None => Ok(Recovered { seq: applied, replayed: None, bitmaps: Vec::new() }),
+        Some(rec) => Ok(Recovered {
+            seq: applied.max(rec.seq),
+            replayed: None,
+            bitmaps: Vec::new(),
+        }),
+        None => Ok(Recovered {
+            seq: applied,
+            replayed: None,
+            bitmaps: Vec::new(),
+        }),
     }
 }
 
@@ -63,7 +81,11 @@ fn read_record(io: &DevIo, sb: &Superblock) -> Result<Option<Record>, StoreError
     let Some(h) = decode_header(sb.nonce, &head, sb.layout.record_capacity()) else {
         return Ok(None);
     };
-    let body = io.read("read the log record", at + RECORD_HEADER as u64, h.body_len as usize)?;
+    let body = io.read(
+        "read the log record",
+        at + RECORD_HEADER as u64,
+        h.body_len as usize,
+    )?;
     decode_body(&sb.geometry, &h, &body)
 }
 
@@ -75,7 +97,8 @@ fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<Vec<(u32, Box<[u8
             BitmapBytes::all_free(&sb.geometry, g.group).into_bytes()
         } else {
             let at = sb.layout.bitmap_at(g.group);
-            io.read("read a bitmap to replay", at, sb.layout.bitmap_len)?.into_boxed_slice()
+            io.read("read a bitmap to replay", at, sb.layout.bitmap_len)?
+                .into_boxed_slice()
         };
         apply_unchecked(&mut bitmap, &g.runs);
         rebuilt.push((g.group, bitmap));
@@ -84,7 +107,11 @@ fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<Vec<(u32, Box<[u8
     let images: Vec<GroupImage<'_>> = rebuilt
         .iter()
         .zip(&descs)
-        .map(|((group, bitmap), desc)| GroupImage { group: *group, desc: *desc, bitmap })
+        .map(|((group, bitmap), desc)| GroupImage {
+            group: *group,
+            desc: *desc,
+            bitmap,
+        })
         .collect();
     write_groups(io, sb, &images)?;
     io.sync("sync the replayed groups")?;
@@ -95,5 +122,9 @@ fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<Vec<(u32, Box<[u8
 pub(crate) fn desc_for(sb: &Superblock, group: u32, bitmap: &[u8]) -> DiskDesc {
     let len = sb.geometry.group_len(group);
     let free = len - count_set(bitmap, 0, len);
-    DiskDesc { free, flags: 0, bitmap_crc: bitmap_crc(sb.nonce, group, bitmap) }
+    DiskDesc {
+        free,
+        flags: 0,
+        bitmap_crc: bitmap_crc(sb.nonce, group, bitmap),
+    }
 }
