@@ -23,6 +23,7 @@ pub mod request;
 mod scan;
 pub mod source;
 pub mod stats;
+pub mod store;
 pub mod tunables;
 
 pub use allocator::{Allocator, Builder, SharedAllocator};

@@ -1,0 +1,100 @@
+//! Everything a store can report. Values are plain data (no `io::Error` inside) so errors can be
+//! cloned into the allocator's own error type and compared in tests.
+
+use std::io;
+
+use thiserror::Error;
+
+/// Why a store call failed. Each variant carries the offending values.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StoreError {
+    /// The device refused a read, write or sync. After a failed write or sync inside
+    /// [`commit`](super::Store::commit) the store is poisoned: reopen it to recover.
+    #[error("I/O error during {op} at byte {offset}: {kind:?}: {message}")]
+    Io {
+        op: &'static str,
+        offset: u64,
+        kind: io::ErrorKind,
+        message: String,
+    },
+
+    /// A group's descriptor or bitmap failed its checksum (or is otherwise unusable). The group is
+    /// remembered as corrupt and never rewritten by the store.
+    #[error("group {group} is corrupt: {what}")]
+    Corrupt { group: u32, what: String },
+
+    /// The superblock is missing, torn, from another format, or describes an impossible layout.
+    #[error("bad superblock: {what}")]
+    BadSuperblock { what: String },
+
+    /// A log record passed its checksum but does not make sense: a bug, not a torn write.
+    #[error("write-ahead log record {seq} is invalid: {what}")]
+    BadLog { seq: u64, what: String },
+
+    #[error("group {group} does not exist (the store has {groups} groups)")]
+    NoSuchGroup { group: u32, groups: u32 },
+
+    #[error(
+        "extent [{start}, +{len}) is outside the data area [{first_data_block}, {blocks_count})"
+    )]
+    OutOfRange {
+        start: u64,
+        len: u64,
+        first_data_block: u64,
+        blocks_count: u64,
+    },
+
+    /// A commit allocates a block that is already in use on disk (or twice in one commit).
+    #[error("commit allocates block {block}, which is already in use")]
+    AlreadyAllocated { block: u64 },
+
+    /// A commit frees a block that is not in use on disk (a double free).
+    #[error("commit frees block {block}, which is not in use")]
+    NotAllocated { block: u64 },
+
+    /// The commit's log record does not fit the log area chosen at create time.
+    #[error("commit needs a {bytes}-byte log record but the log holds {capacity} bytes; commit more often")]
+    CommitTooLarge { bytes: u64, capacity: u64 },
+
+    /// The device is smaller than the layout needs.
+    #[error("device holds {have} bytes but the store needs {need}")]
+    DeviceTooSmall { need: u64, have: u64 },
+
+    /// A geometry the store cannot represent.
+    #[error("invalid geometry: {what}")]
+    Geometry { what: String },
+
+    /// An earlier commit failed half-way through its I/O; what is on disk is only known after
+    /// recovery, so the store refuses further commits until it is reopened.
+    #[error("store is poisoned by an earlier failed commit ({cause}); reopen it to recover")]
+    Poisoned { cause: String },
+}
+
+impl StoreError {
+    /// Wraps an I/O error with what was being done and where.
+    pub(crate) fn io(op: &'static str, offset: u64, e: &io::Error) -> Self {
+        StoreError::Io {
+            op,
+            offset,
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Lets the allocator core use `?` on store calls. Corruption keeps its group so the allocator
+/// can mark the group and carry on; everything else becomes the generic `Store` variant.
+impl From<StoreError> for crate::Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Corrupt { group, what } => crate::Error::CorruptGroup {
+                group,
+                reason: what,
+            },
+            StoreError::NoSuchGroup { group, groups } => {
+                crate::Error::NoSuchGroup { group, groups }
+            }
+            other => crate::Error::Store(other.to_string()),
+        }
+    }
+}
