@@ -1,2 +1,5 @@
 //! The mballoc lab: everything that drives or observes the allocator (kernel-trace replay,
 //! workloads, metrics, reports). The `mballoc` binary is its command line.
+
+pub mod case;
+pub mod mkfs;
