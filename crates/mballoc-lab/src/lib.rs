@@ -3,3 +3,6 @@
 
 pub mod metrics;
 pub mod report;
+pub mod case;
+pub mod mkfs;
+pub mod replay;

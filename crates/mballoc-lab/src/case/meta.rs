@@ -1,0 +1,87 @@
+//! `meta.json`: how the case was made (kernel, mkfs, mount options, tunables, workload) and
+//! what the capture counted.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// The parts of `meta.json` a replay uses; the rest stays available in [`Meta::workload`] and
+/// friends as raw JSON.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Meta {
+    /// Kernel release the capture ran on.
+    pub kernel: String,
+    pub description: String,
+    pub case_name: Option<String>,
+    pub size_mib: Option<u64>,
+    /// CPU the workload was pinned to (`taskset -c`; the file stores it as a string).
+    #[serde(default, deserialize_with = "opt_u32_or_string")]
+    pub cpu_pinned: Option<u32>,
+    pub mkfs_cmd: Option<String>,
+    pub mkfs_version: Option<String>,
+    /// What was asked at mount; `(defaults)` = nothing.
+    pub mount_opts: Option<String>,
+    /// `mb_optimize_scan` as the kernel ran it (the file stores 0/1).
+    #[serde(deserialize_with = "bool_or_int")]
+    pub optimize_scan: bool,
+    /// `mb_group_prealloc`, `mb_stream_req`, ... as read from sysfs.
+    pub mballoc_tunables: BTreeMap<String, u64>,
+    pub geometry: Option<MetaGeometry>,
+    pub counts: Option<Counts>,
+    pub lost_events: Option<u64>,
+    /// Workload name and parameters, as written.
+    pub workload: Option<Value>,
+    pub aging: Option<Value>,
+}
+
+/// `meta.json` → `geometry`: mostly a copy of `initial_state.json`, plus the journal size.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct MetaGeometry {
+    pub blocks_count: Option<u64>,
+    pub group_count: Option<u32>,
+    pub journal_blocks: Option<u64>,
+    pub free_blocks_total: Option<u64>,
+}
+
+/// `meta.json` → `counts`: what the capture counted, to check a load against.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Counts {
+    /// Number of records (lines of `allocs.jsonl`).
+    pub records: Option<u64>,
+    /// Records by `type`.
+    #[serde(default)]
+    pub by_type: BTreeMap<String, u64>,
+    pub allocs: Option<u64>,
+    pub frees: Option<u64>,
+    pub pa_releases: Option<u64>,
+    pub end_commits: Option<u64>,
+    pub blocks_allocated: Option<u64>,
+    pub blocks_freed: Option<u64>,
+}
+
+/// Accepts `true`/`false` or the integers 0/1.
+fn bool_or_int<'de, D: Deserializer<'de>>(de: D) -> Result<bool, D::Error> {
+    match Value::deserialize(de)? {
+        Value::Bool(b) => Ok(b),
+        Value::Number(n) if n.as_u64() == Some(0) => Ok(false),
+        Value::Number(n) if n.as_u64() == Some(1) => Ok(true),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a boolean or 0/1, found {other}"
+        ))),
+    }
+}
+
+/// Accepts null, an integer, or a string holding one (`"0"`).
+fn opt_u32_or_string<'de, D: Deserializer<'de>>(de: D) -> Result<Option<u32>, D::Error> {
+    let value = Value::deserialize(de)?;
+    let parsed = match &value {
+        Value::Null => return Ok(None),
+        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    parsed
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("expected a CPU number, found {value}")))
+}

@@ -1,0 +1,254 @@
+//! Replays a kernel capture through the allocator and compares every placement with the
+//! kernel's: the proof that mballoc decides like Linux 6.18.
+
+use std::path::Path;
+
+use mballoc::{Allocator, Error, Extent, Flags, Geometry, PaKind, Request, Source, Tunables};
+use serde::Serialize;
+
+use crate::case::{self, AllocRecord, AllocSource, Case, CaseError, CommitPhase, Record};
+
+/// Possible CPUs of the capture machine (kernel-traces README: 2 possible CPUs).
+const CAPTURE_CPUS: u32 = 2;
+
+/// One allocation whose answer differs from the kernel's.
+#[derive(Debug, Clone, Serialize)]
+pub struct Mismatch {
+    pub seq: u64,
+    pub ino: u64,
+    pub lblk: u64,
+    pub len: u32,
+    pub kernel: String,
+    pub ours: String,
+    /// The first point where our path differed: source, goal, criterion or result.
+    pub first_difference: String,
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseReport {
+    pub name: String,
+    pub allocs: u64,
+    pub matched: u64,
+    pub agreement: f64,
+    /// Requests whose normalised goal, criterion and PA also matched.
+    pub path_matched: u64,
+    /// Frees the allocator refused (only after an earlier divergence).
+    pub free_errors: u64,
+    /// Blocks whose final on-disk state differs from the kernel's.
+    pub final_diff_blocks: u64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// The outcome of several cases.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    pub cases: Vec<CaseReport>,
+    pub allocs: u64,
+    pub matched: u64,
+    pub agreement: f64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Case(#[from] CaseError),
+    #[error("{case}: the allocator rejected the initial state: {source}")]
+    Setup { case: String, source: Error },
+}
+
+/// Loads and replays every case under `paths`.
+pub fn replay_paths(paths: &[std::path::PathBuf]) -> Result<ReplayReport, ReplayError> {
+    let mut cases = Vec::new();
+    for dir in case::find_cases(paths)? {
+        cases.push(replay_case(&Case::load(&dir)?)?);
+    }
+    let allocs = cases.iter().map(|c| c.allocs).sum();
+    let matched = cases.iter().map(|c| c.matched).sum();
+    let mismatches = cases.iter().flat_map(|c| c.mismatches.iter().cloned()).collect();
+    Ok(ReplayReport { agreement: ratio(matched, allocs), cases, allocs, matched, mismatches })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+}
+
+/// Builds an allocator configured as the kernel of the capture was.
+pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
+    let init = &case.initial;
+    let setup = |source| ReplayError::Setup { case: case.name.clone(), source };
+    let geo = Geometry::new(init.block_size, init.blocks_per_group, init.blocks_count, init.first_data_block, init.flex_bg_size.max(1))
+        .map_err(setup)?;
+    let mut t = Tunables::for_geometry(&geo, CAPTURE_CPUS);
+    for (name, value) in &case.meta.mballoc_tunables {
+        t.set(name, &value.to_string(), &geo).map_err(setup)?;
+    }
+    t.mb_optimize_scan = case.meta.optimize_scan;
+    Allocator::builder(geo).used(&init.used_ranges()).tunables(t).cpus(CAPTURE_CPUS).build().map_err(setup)
+}
+
+fn request(r: &AllocRecord) -> Request {
+    Request {
+        owner: r.ino,
+        logical: r.lblk as u32,
+        len: r.len,
+        goal: r.goal,
+        lleft: r.lleft as u32,
+        pleft: r.pleft,
+        lright: r.lright as u32,
+        pright: r.pright,
+        flags: Flags(r.flags),
+        i_size: r.i_size.unwrap_or(0),
+        open_for_write: r.wr_open.unwrap_or(true),
+        cpu: r.cpu,
+        extents: true,
+    }
+}
+
+/// Replays one case.
+pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
+    let a = allocator_for(case)?;
+    let mut rep = CaseReport {
+        name: case.name.clone(),
+        allocs: 0,
+        matched: 0,
+        agreement: 1.0,
+        path_matched: 0,
+        free_errors: 0,
+        final_diff_blocks: 0,
+        mismatches: Vec::new(),
+    };
+    for rec in &case.records {
+        match rec {
+            Record::Alloc(r) => {
+                rep.allocs += 1;
+                let ours = a.allocate(&request(r));
+                let (ok, path_ok, m) = compare(r, &ours);
+                rep.matched += u64::from(ok);
+                rep.path_matched += u64::from(ok && path_ok);
+                if let Some(m) = m {
+                    rep.mismatches.push(m);
+                }
+            }
+            Record::Free(f) => {
+                let e = Extent::new(f.block, f.count as u32);
+                if a.free_in_transaction(f.ino, e, f.tid).is_err() {
+                    rep.free_errors += 1;
+                }
+            }
+            Record::Commit(c) if c.phase == CommitPhase::EndCommit => a.commit_transaction(c.tid),
+            Record::DiscardInodePas(d) => {
+                a.discard_preallocations(d.ino);
+            }
+            _ => {}
+        }
+    }
+    rep.agreement = ratio(rep.matched, rep.allocs);
+    rep.final_diff_blocks = final_difference(case, &a);
+    Ok(rep)
+}
+
+/// Blocks whose on-disk state after the replay (PAs dropped, as at unmount) differs from the
+/// capture's final state.
+fn final_difference(case: &Case, a: &Allocator) -> u64 {
+    let geo = a.geometry();
+    let mut diff = 0;
+    for fg in &case.final_state.groups {
+        let Ok(disk) = a.disk_bitmap(fg.group) else { continue };
+        let len = geo.group_len(fg.group);
+        let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
+        for &(s, l) in &fg.free_extents {
+            let off = (s - geo.group_first_block(fg.group)) as u32;
+            kernel_free.set_range(off, off + l as u32);
+        }
+        // A block differs when it is free in both or used in both views' complement.
+        for b in 0..len {
+            if disk.get(b) == kernel_free.get(b) {
+                diff += 1;
+            }
+        }
+    }
+    diff
+}
+
+fn fmt_ours(x: &Result<mballoc::Allocation, Error>) -> String {
+    match x {
+        Ok(a) => format!("{}+{} ({:?}, {})", a.extent.start, a.extent.len, a.source, a.criterion.name()),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// (placement matched, path matched, mismatch record).
+fn compare(r: &AllocRecord, ours: &Result<mballoc::Allocation, Error>) -> (bool, bool, Option<Mismatch>) {
+    let placed = matches!(ours, Ok(a) if a.extent.start == r.result_pstart && a.extent.len == r.result_len);
+    let path = match ours {
+        Ok(a) => first_path_difference(r, a),
+        Err(e) => Some(format!("we failed: {e}")),
+    };
+    let mismatch = (!placed).then(|| Mismatch {
+        seq: r.stamp.seq,
+        ino: r.ino,
+        lblk: r.lblk,
+        len: r.len,
+        kernel: format!(
+            "{}+{} ({:?}, {})",
+            r.result_pstart,
+            r.result_len,
+            r.source.unwrap_or(AllocSource::Scan),
+            r.cr.map_or("-".to_string(), |c| c.to_string())
+        ),
+        ours: fmt_ours(ours),
+        first_difference: path.clone().unwrap_or_else(|| "result only".into()),
+    });
+    (placed, path.is_none(), mismatch)
+}
+
+fn first_path_difference(r: &AllocRecord, a: &mballoc::Allocation) -> Option<String> {
+    let kernel_source = r.source.unwrap_or(AllocSource::Scan);
+    let our_source = match a.source {
+        Source::Scan => AllocSource::Scan,
+        Source::Prealloc => AllocSource::Prealloc,
+    };
+    if kernel_source != our_source {
+        return Some(format!("source: kernel {kernel_source:?}, ours {our_source:?}"));
+    }
+    if kernel_source == AllocSource::Scan {
+        if let Some(g) = &r.goal_ex {
+            let ours = &a.goal;
+            if (g.group, g.start, g.len, g.logical) != (ours.group, ours.start, ours.len, u64::from(ours.logical)) {
+                return Some(format!(
+                    "normalised goal: kernel {}/{}/{}@{}, ours {}/{}/{}@{}",
+                    g.group, g.start, g.len, g.logical, ours.group, ours.start, ours.len, ours.logical
+                ));
+            }
+        }
+        if let Some(f) = r.ac_flags {
+            let mask = (Flags::HINT_GROUP_ALLOC | Flags::STREAM_ALLOC | Flags::HINT_NOPREALLOC).0;
+            if f & mask != a.flags.0 & mask {
+                return Some(format!("group-or-file: kernel flags {:?}, ours {:?}", Flags(f & mask), Flags(a.flags.0 & mask)));
+            }
+        }
+        if let Some(cr) = r.cr {
+            if cr as usize != a.criterion.index() {
+                return Some(format!("criterion: kernel {cr}, ours {} ({})", a.criterion.index(), a.criterion.name()));
+            }
+        }
+        if let Some(x) = &r.result_ex {
+            if (x.group, x.start, x.len) != (a.found.group, a.found.start, a.found.len) {
+                return Some(format!("found: kernel {}/{}/{}, ours {}/{}/{}", x.group, x.start, x.len, a.found.group, a.found.start, a.found.len));
+            }
+        }
+    }
+    let kpa = r.new_pa.map(|p| (p.kind == case::PaKind::Inode, p.pstart, p.len, p.lstart));
+    let opa = a.new_pa.map(|p| (p.kind == PaKind::Inode, p.pstart, p.len, p.lstart));
+    if kpa != opa {
+        return Some(format!("new PA: kernel {kpa:?}, ours {opa:?}"));
+    }
+    None
+}
+
+/// Convenience: replay one case directory.
+pub fn replay_dir(dir: &Path) -> Result<CaseReport, ReplayError> {
+    replay_case(&Case::load(dir)?)
+}
