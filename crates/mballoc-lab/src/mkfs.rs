@@ -580,9 +580,8 @@ struct Journal {
 fn journal_goal(geo: &Geo, map: &BlockMap) -> u64 {
     let flex = u64::from(FLEX_BG_SIZE);
     let free = |g: u64| {
-        geo.group_last(g) + 1
-            - geo.group_first(g)
-            - map.used_between(g * geo.bpg, geo.group_last(g) + 1)
+        let (first, end) = (geo.group_first(g), geo.group_last(g) + 1);
+        end - first - map.used_between(first, end)
     };
     let mut group = geo.blocks_count / 2 / geo.bpg;
     let start = if group > flex {
