@@ -36,6 +36,9 @@
 //!   blocks with `64bit`): no reserved GDT blocks and no resize inode block.
 //! * No orphan file, quota, or `metadata_csum_seed` (none of the captured images has them),
 //!   no RAID stride, no bigalloc, no meta_bg (it would only start above 16 TiB).
+//! * Where the "small" ratio asks for more inodes than one bitmap holds (just above 128 MiB,
+//!   where the short last group is dropped), mke2fs shrinks the groups by 8 blocks at a time
+//!   until it fits, and so does this: `Layout::blocks_per_group` can then be below 32768.
 //! * Sizes are floored to whole blocks; supported are 64 MiB ..= 16 TiB.
 
 use std::collections::BTreeMap;
