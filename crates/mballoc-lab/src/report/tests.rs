@@ -213,3 +213,18 @@ fn bad_plot_input_is_an_error() {
     }];
     assert!(plot_throughput("t", &one, &unwritable).is_err());
 }
+
+#[test]
+fn single_bar_chart() {
+    let d = out_dir("one");
+    plot_bars("one", "y", &["only".into()], &[3.0], &d.join("one.svg")).unwrap();
+    assert_svg(&d.join("one.svg"), "only");
+    // Background plus the bar: the single-category case must still draw its bar.
+    let text = std::fs::read_to_string(d.join("one.svg")).unwrap();
+    assert!(text.matches("<rect").count() >= 2);
+    // Many categories: labels are thinned, nothing panics.
+    let labels: Vec<String> = (0..500).map(|i| i.to_string()).collect();
+    let values: Vec<f64> = (0..500).map(f64::from).collect();
+    plot_bars("many", "y", &labels, &values, &d.join("many.svg")).unwrap();
+    assert_svg(&d.join("many.svg"), "many");
+}

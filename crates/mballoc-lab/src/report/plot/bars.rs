@@ -6,6 +6,7 @@ use crate::metrics::frag_pct::FragPct;
 use crate::metrics::log2_hist::SizeBucket;
 use crate::report::error::ReportError;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 const BAR: RGBColor = RGBColor(31, 119, 180);
@@ -38,32 +39,31 @@ pub fn plot_bars(
         .margin(15)
         .x_label_area_size(60)
         .y_label_area_size(70)
-        .build_cartesian_2d((0..n as u32).into_segmented(), 0f64..y_top(y_max))
+        .build_cartesian_2d(0f64..n as f64, 0f64..y_top(y_max))
         .map_err(&err)?;
-    let label_of = |x: &SegmentValue<u32>| match x {
-        SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
-        _ => String::new(),
-    };
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n.min(40))
-        .x_label_formatter(&label_of)
+        .x_labels(0)
         .y_desc(y_desc)
         .draw()
         .map_err(&err)?;
-    let bars = values.iter().zip(0u32..).map(|(&v, i)| {
-        let mut bar = Rectangle::new(
-            [
-                (SegmentValue::Exact(i), 0.0),
-                (SegmentValue::Exact(i + 1), v),
-            ],
-            BAR.filled(),
-        );
-        bar.set_margin(0, 0, 2, 2);
-        bar
+    let bars = values.iter().enumerate().map(|(i, &v)| {
+        let x = i as f64;
+        Rectangle::new([(x + 0.05, 0.0), (x + 0.95, v)], BAR.filled())
     });
     chart.draw_series(bars).map_err(&err)?;
+    // Category labels under the bar centres, thinned to about 40 so they stay legible.
+    let step = n.div_ceil(40).max(1);
+    let style = ("sans-serif", 12)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, label) in labels.iter().enumerate().step_by(step) {
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        root.draw(&Text::new(label.as_str(), (px, py + 6), style.clone()))
+            .map_err(&err)?;
+    }
     root.present().map_err(&err)
 }
 
