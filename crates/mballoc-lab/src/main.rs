@@ -55,8 +55,9 @@ fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
         Cmd::Groups { fs_size } => {
             let bytes = parse_size(&fs_size)?;
-            let layout = mkfs_layout(bytes)?;
-            let geo = Geometry::ext4_default(bytes).map_err(|e| e.to_string())?;
+            let layout = mballoc_lab::mkfs::layout(bytes).map_err(|e| e.to_string())?;
+            let geo = Geometry::new(4096, layout.blocks_per_group, layout.blocks_count, 0, layout.flex_bg_size)
+                .map_err(|e| e.to_string())?;
             let a = Allocator::new(geo, &layout.used).map_err(|e| e.to_string())?;
             print!("{}", a.mb_groups().map_err(|e| e.to_string())?);
             Ok(())
@@ -95,9 +96,3 @@ fn main() -> ExitCode {
     }
 }
 
-struct Layout {
-    used: Vec<(u64, u64)>,
-}
-fn mkfs_layout(_bytes: u64) -> Result<Layout, String> {
-    Err("mkfs layout not merged yet".into())
-}

@@ -41,3 +41,35 @@ fn a_wrong_configuration_is_caught() {
     let rep = replay_case(&case).unwrap();
     assert!(rep.matched < rep.allocs, "without locality groups small files land elsewhere");
 }
+
+/// Buddy generation against the kernel's own `mb_groups` at mount, for every group of every
+/// case (free, fragments, first free, free chunks per order).
+#[test]
+fn buddies_match_the_kernel_mb_groups() {
+    let Some(dir) = traces() else { return };
+    for path in mballoc_lab::case::find_cases(&[dir]).unwrap() {
+        let case = Case::load(&path).unwrap();
+        let a = mballoc_lab::replay::allocator_for(&case).unwrap();
+        for g in &case.initial.groups {
+            let k = g.kernel_mb_groups.as_ref().expect("every case records kernel_mb_groups");
+            let ours = a.group(g.group).unwrap();
+            assert_eq!((ours.free, ours.fragments, ours.first_free), (k.free, k.frags, k.first_free), "{} group {}", case.name, g.group);
+            assert_eq!(ours.counters, k.buddy_counts, "{} group {}", case.name, g.group);
+        }
+    }
+}
+
+/// `mballoc groups` lays out a fresh filesystem like mkfs.ext4: same buddies as the kernel
+/// reported for the fresh 1 GiB capture.
+#[test]
+fn fresh_layout_matches_a_fresh_capture() {
+    let Some(dir) = traces() else { return };
+    let case = Case::load(dir.join("falloc-1g-mixed")).unwrap();
+    let layout = mballoc_lab::mkfs::layout(1 << 30).unwrap();
+    let geo = mballoc::Geometry::new(4096, layout.blocks_per_group, layout.blocks_count, 0, layout.flex_bg_size).unwrap();
+    let a = mballoc::Allocator::new(geo, &layout.used).unwrap();
+    for g in &case.initial.groups {
+        let k = g.kernel_mb_groups.as_ref().unwrap();
+        assert_eq!(a.group(g.group).unwrap().counters, k.buddy_counts, "group {}", g.group);
+    }
+}
