@@ -32,8 +32,9 @@ use crate::geometry::Geometry;
 /// Choices made once, at create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStoreOptions {
-    /// Bytes reserved for the write-ahead log; bounds the size of one commit (8 bytes per
-    /// group-sized piece of an extent, 12 per group touched). Default 4 MiB.
+    /// Bytes reserved for the write-ahead log. One commit's record must fit in half of what
+    /// is left after the 4 KiB log head: 32 bytes, plus 12 per group touched, plus 8 per
+    /// group-sized piece of an extent. Default 4 MiB (about 260,000 pieces per commit).
     pub log_len: u64,
 }
 
@@ -273,7 +274,7 @@ impl FileStore {
     fn write_commit(&self, seq: u64, record: &[u8], groups: &[Prepared]) -> Result<(), StoreError> {
         let layout = &self.sb.layout;
         self.io
-            .write("write the log record", layout.record_at(), record)?;
+            .write("write the log record", layout.record_at(seq), record)?;
         self.io.sync("sync the log record")?;
         let images: Vec<GroupImage<'_>> = groups
             .iter()
