@@ -392,7 +392,8 @@ fn write_initial(
     io.sync("sync the superblock")
 }
 
-fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
+/// Reads and validates the superblock, and checks the device is as large as it says.
+pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
     let have = io.len()?;
     if have < SB_AREA {
         return Err(StoreError::BadSuperblock {

@@ -24,8 +24,11 @@ pub(crate) struct Recovered {
     /// The commit replayed, if one was.
     pub replayed: Option<u64>,
     /// Bitmaps replay wrote, to seed the cache.
-    pub bitmaps: Vec<(u32, Box<[u8]>)>,
+    pub bitmaps: GroupBitmaps,
 }
+
+/// Groups and their rebuilt bitmaps.
+pub(crate) type GroupBitmaps = Vec<(u32, Box<[u8]>)>;
 
 pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreError> {
     let (applied, record) = log_state(io, sb)?;
@@ -100,7 +103,7 @@ fn read_slot(io: &DevIo, sb: &Superblock, at: u64) -> Result<Option<Record>, Sto
 }
 
 /// Rewrites every group the record touches and syncs.
-fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<Vec<(u32, Box<[u8]>)>, StoreError> {
+fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<GroupBitmaps, StoreError> {
     let mut rebuilt = Vec::with_capacity(rec.groups.len());
     for g in &rec.groups {
         let mut bitmap = if g.base_uninit {
