@@ -381,12 +381,16 @@ fn write_initial(
         )?;
     }
     io.write("write the descriptors", sb.layout.desc_off, &table)?;
-    // Clear the log head so nothing from an earlier use of the device can pass for ours.
+    // Clear the markers and both record headers so nothing from an earlier use of the device
+    // can pass for ours (the nonce already makes that unlikely; this makes it certain).
     io.write(
-        "clear the log",
+        "clear the log markers",
         sb.layout.log_off,
-        &vec![0u8; 2 * LOG_HEAD as usize],
+        &vec![0u8; LOG_HEAD as usize],
     )?;
+    for slot in 0..2 {
+        io.write("clear a log slot", sb.layout.record_at(slot), &[0u8; 512])?;
+    }
     io.sync("sync the new store")?;
     io.write("write the superblock", 0, &encode_superblock(sb))?;
     io.sync("sync the superblock")
