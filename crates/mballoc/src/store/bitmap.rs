@@ -40,9 +40,10 @@ impl BitmapBytes {
         if offset >= self.group_len {
             return true;
         }
-        self.bytes
-            .get((offset / 8) as usize)
-            .map_or(true, |b| b & (1 << (offset % 8)) != 0)
+        match self.bytes.get((offset / 8) as usize) {
+            Some(b) => b & (1 << (offset % 8)) != 0,
+            None => true,
+        }
     }
 
     /// Free blocks in the group (padding excluded).

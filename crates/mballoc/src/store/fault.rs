@@ -153,7 +153,7 @@ fn land_sectors(image: &mut Vec<u8>, offset: u64, data: &[u8], rng: &mut SplitMi
         let abs = offset + at as u64;
         let room = (SECTOR - abs % SECTOR) as usize;
         let end = (at + room).min(data.len());
-        if rng.next() % 2 == 0 {
+        if rng.next() & 1 == 0 {
             land(image, abs, &data[at..end]);
         }
         at = end;

@@ -32,8 +32,9 @@ use crate::geometry::Geometry;
 /// Choices made once, at create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStoreOptions {
-    /// Bytes reserved for the write-ahead log; bounds the size of one commit (8 bytes per
-    /// group-sized piece of an extent, 12 per group touched). Default 4 MiB.
+    /// Bytes reserved for the write-ahead log. One commit's record must fit in half of what
+    /// is left after the 4 KiB log head: 32 bytes, plus 12 per group touched, plus 8 per
+    /// group-sized piece of an extent. Default 4 MiB (about 260,000 pieces per commit).
     pub log_len: u64,
 }
 
@@ -273,7 +274,7 @@ impl FileStore {
     fn write_commit(&self, seq: u64, record: &[u8], groups: &[Prepared]) -> Result<(), StoreError> {
         let layout = &self.sb.layout;
         self.io
-            .write("write the log record", layout.record_at(), record)?;
+            .write("write the log record", layout.record_at(seq), record)?;
         self.io.sync("sync the log record")?;
         let images: Vec<GroupImage<'_>> = groups
             .iter()
@@ -380,18 +381,23 @@ fn write_initial(
         )?;
     }
     io.write("write the descriptors", sb.layout.desc_off, &table)?;
-    // Clear the log head so nothing from an earlier use of the device can pass for ours.
+    // Clear the markers and both record headers so nothing from an earlier use of the device
+    // can pass for ours (the nonce already makes that unlikely; this makes it certain).
     io.write(
-        "clear the log",
+        "clear the log markers",
         sb.layout.log_off,
-        &vec![0u8; 2 * LOG_HEAD as usize],
+        &vec![0u8; LOG_HEAD as usize],
     )?;
+    for slot in 0..2 {
+        io.write("clear a log slot", sb.layout.record_at(slot), &[0u8; 512])?;
+    }
     io.sync("sync the new store")?;
     io.write("write the superblock", 0, &encode_superblock(sb))?;
     io.sync("sync the superblock")
 }
 
-fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
+/// Reads and validates the superblock, and checks the device is as large as it says.
+pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
     let have = io.len()?;
     if have < SB_AREA {
         return Err(StoreError::BadSuperblock {

@@ -29,7 +29,7 @@ const SB_LEN: usize = 128;
 pub(crate) const DESC_LEN: usize = 16;
 /// The log's fixed head: two marker sectors, then the record at this offset.
 pub(crate) const LOG_HEAD: u64 = 4096;
-/// Default log size: room for a record of about 500,000 runs.
+/// Default log size: two record slots of about 2 MiB.
 pub(crate) const DEFAULT_LOG_LEN: u64 = 4 << 20;
 
 /// Where everything lives; a pure function of geometry and log size.
@@ -91,11 +91,14 @@ impl Layout {
     pub(crate) fn marker_at(&self, slot: u64) -> u64 {
         self.log_off + (slot % 2) * 512
     }
-    pub(crate) fn record_at(&self) -> u64 {
-        self.log_off + LOG_HEAD
+    /// Record slot for commit `seq`: slots alternate so that writing commit `seq` never
+    /// overwrites commit `seq - 1`'s record.
+    pub(crate) fn record_at(&self, seq: u64) -> u64 {
+        self.log_off + LOG_HEAD + (seq % 2) * self.record_capacity()
     }
+    /// Bytes in one record slot.
     pub(crate) fn record_capacity(&self) -> u64 {
-        self.log_len - LOG_HEAD
+        ((self.log_len - LOG_HEAD) / 2) & !511
     }
 }
 

@@ -3,20 +3,23 @@
 //! ```text
 //! log_off + 0      marker slot 0  (32 bytes in its own sector)  \ "record `seq` is applied";
 //! log_off + 512    marker slot 1  (32 bytes in its own sector)  / slot = seq % 2
-//! log_off + 4096   the record: 32-byte header, then the body
+//! log_off + 4096   record slot 0  \ (log_len - 4096) / 2 bytes each;
+//!   + slot size    record slot 1  / commit `seq` goes to slot seq % 2
+//! a record:
 //!   header: magic u32, version u32, nonce u64, seq u64, body_len u32, crc32c u32
 //!           (crc over the first 28 header bytes and the body)
 //!   body:   group count u32, then per group: group u32, flags u32 (bit 0: bitmap was
 //!           BLOCK_UNINIT before), run count u32, runs × (start u32, len u32 | 1 << 31 if set)
 //! ```
 //!
-//! There is one record slot, holding the latest commit. A commit writes its record, syncs,
-//! writes bitmaps and descriptors in place, syncs, then writes a marker (unsynced: a lost marker
-//! only costs an idempotent replay). The next record overwrites the slot only after the previous
-//! checkpoint is durable, so the slot never holds anything that recovery still needs other than
-//! itself. A torn record fails its checksum and is ignored: its commit never returned.
-//! Markers alternate between two slots so a torn marker write never loses the last sequence
-//! number.
+//! A commit writes its record, syncs, writes bitmaps and descriptors in place, syncs, then
+//! writes a marker without syncing (a lost marker only costs an idempotent replay).
+//!
+//! Record slots alternate. While commit `n + 1`'s record is being written (and may tear), the
+//! other slot still holds commit `n`'s intact record, so recovery always finds the latest
+//! committed sequence number even if `n`'s marker never reached the disk; replaying `n` again is
+//! harmless. A torn record fails its checksum and is ignored: its commit never returned `Ok`.
+//! Markers alternate too, so a torn marker never loses the last applied number.
 
 use super::delta::{Op, Run};
 use super::format::{put_u32, put_u64, Reader};

@@ -24,8 +24,11 @@ pub(crate) struct Recovered {
     /// The commit replayed, if one was.
     pub replayed: Option<u64>,
     /// Bitmaps replay wrote, to seed the cache.
-    pub bitmaps: Vec<(u32, Box<[u8]>)>,
+    pub bitmaps: GroupBitmaps,
 }
+
+/// Groups and their rebuilt bitmaps.
+pub(crate) type GroupBitmaps = Vec<(u32, Box<[u8]>)>;
 
 pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreError> {
     let (applied, record) = log_state(io, sb)?;
@@ -74,15 +77,25 @@ fn read_markers(io: &DevIo, sb: &Superblock) -> Result<Option<u64>, StoreError> 
     Ok(best)
 }
 
-/// The record in the log slot, if it is complete and this store's.
+/// The latest complete record of this store, from either slot.
 fn read_record(io: &DevIo, sb: &Superblock) -> Result<Option<Record>, StoreError> {
-    let at = sb.layout.record_at();
-    let head = io.read("read the log record header", at, RECORD_HEADER)?;
+    let mut best: Option<Record> = None;
+    for slot in 0..2 {
+        let rec = read_slot(io, sb, sb.layout.record_at(slot))?;
+        if rec.as_ref().map(|r| r.seq) > best.as_ref().map(|b| b.seq) {
+            best = rec;
+        }
+    }
+    Ok(best)
+}
+
+fn read_slot(io: &DevIo, sb: &Superblock, at: u64) -> Result<Option<Record>, StoreError> {
+    let head = io.read("read a log record header", at, RECORD_HEADER)?;
     let Some(h) = decode_header(sb.nonce, &head, sb.layout.record_capacity()) else {
         return Ok(None);
     };
     let body = io.read(
-        "read the log record",
+        "read a log record",
         at + RECORD_HEADER as u64,
         h.body_len as usize,
     )?;
@@ -90,7 +103,7 @@ fn read_record(io: &DevIo, sb: &Superblock) -> Result<Option<Record>, StoreError
 }
 
 /// Rewrites every group the record touches and syncs.
-fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<Vec<(u32, Box<[u8]>)>, StoreError> {
+fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<GroupBitmaps, StoreError> {
     let mut rebuilt = Vec::with_capacity(rec.groups.len());
     for g in &rec.groups {
         let mut bitmap = if g.base_uninit {

@@ -328,6 +328,7 @@ fn sixteen_tib_store_opens_fast() {
     let t = Instant::now();
     let s = FileStore::open(&path).unwrap();
     let took = t.elapsed();
+    eprintln!("16 TiB store ({} groups) opened in {took:?}", g.group_count());
     assert!(took < Duration::from_millis(500), "open took {took:?}");
     assert_eq!(s.descriptor(0).unwrap().free, 0);
     assert_eq!(s.descriptor(131071).unwrap().free, 32768);
@@ -341,4 +342,39 @@ fn device_too_small_is_refused() {
         .err()
         .unwrap();
     assert!(matches!(err, StoreError::DeviceTooSmall { have: 4096, .. }));
+}
+
+#[test]
+fn loads_never_see_half_a_commit() {
+    let (_, s) = mem_image(&[]);
+    let s = Arc::new(s);
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for _ in 0..300 {
+                    // Commits allocate blocks 0, 1, 2, ... one at a time, each commit spanning
+                    // groups 0 and 1: a reader must always see a prefix, equal in both groups.
+                    let (a, b) = (s.read_bitmap(0).unwrap(), s.read_bitmap(1).unwrap());
+                    let used = (0..1024).take_while(|&o| a.is_used(o)).count() as u32;
+                    assert_eq!(a.count_free(), 1024 - used, "group 0 has a gap");
+                    assert!(b.count_free() <= 1024 - used, "group 1 behind group 0");
+                }
+            })
+        })
+        .collect();
+    for i in 0..200u64 {
+        s.commit(&alloc(&[(i, 1), (1024 + i, 1)])).unwrap();
+    }
+    readers.into_iter().for_each(|r| r.join().unwrap());
+    assert_eq!(s.descriptor(1).unwrap().free, 1024 - 200);
+}
+
+#[test]
+fn verify_refuses_a_superblock_larger_than_the_device() {
+    let (dev, _) = mem_image(&[]);
+    let mut bytes = dev.to_bytes();
+    bytes.truncate(8192);
+    let err = verify_device(Arc::new(MemDevice::from_bytes(bytes))).unwrap_err();
+    assert!(matches!(err, StoreError::BadSuperblock { .. }), "{err}");
 }

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use super::bitmap::BitmapBytes;
 use super::checkpoint::DevIo;
 use super::device::Device;
-use super::format::{
-    bitmap_crc, decode_desc, decode_superblock, DiskDesc, Superblock, DESC_LEN, SB_AREA,
-};
+use super::file_store::read_superblock;
+use super::format::{bitmap_crc, decode_desc, DiskDesc, Superblock, DESC_LEN};
 use super::recovery::log_state;
 use super::StoreError;
 
@@ -63,7 +62,7 @@ pub enum Problem {
 /// superblock is unusable or the device cannot be read.
 pub fn verify_device(device: Arc<dyn Device>) -> Result<Vec<Problem>, StoreError> {
     let io = DevIo::new(device);
-    let sb = decode_superblock(&io.read("read the superblock", 0, SB_AREA as usize)?)?;
+    let sb = read_superblock(&io)?;
     let table = io.read(
         "read the descriptors",
         sb.layout.desc_off,
