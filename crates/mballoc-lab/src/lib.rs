@@ -1,8 +1,8 @@
 //! The mballoc lab: everything that drives or observes the allocator (kernel-trace replay,
 //! workloads, metrics, reports). The `mballoc` binary is its command line.
 
-pub mod metrics;
-pub mod report;
 pub mod case;
+pub mod metrics;
 pub mod mkfs;
 pub mod replay;
+pub mod report;

@@ -66,26 +66,53 @@ pub fn replay_paths(paths: &[std::path::PathBuf]) -> Result<ReplayReport, Replay
     }
     let allocs = cases.iter().map(|c| c.allocs).sum();
     let matched = cases.iter().map(|c| c.matched).sum();
-    let mismatches = cases.iter().flat_map(|c| c.mismatches.iter().cloned()).collect();
-    Ok(ReplayReport { agreement: ratio(matched, allocs), cases, allocs, matched, mismatches })
+    let mismatches = cases
+        .iter()
+        .flat_map(|c| c.mismatches.iter().cloned())
+        .collect();
+    Ok(ReplayReport {
+        agreement: ratio(matched, allocs),
+        cases,
+        allocs,
+        matched,
+        mismatches,
+    })
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
 }
 
 /// Builds an allocator configured as the kernel of the capture was.
 pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
     let init = &case.initial;
-    let setup = |source| ReplayError::Setup { case: case.name.clone(), source };
-    let geo = Geometry::new(init.block_size, init.blocks_per_group, init.blocks_count, init.first_data_block, init.flex_bg_size.max(1))
-        .map_err(setup)?;
+    let setup = |source| ReplayError::Setup {
+        case: case.name.clone(),
+        source,
+    };
+    let geo = Geometry::new(
+        init.block_size,
+        init.blocks_per_group,
+        init.blocks_count,
+        init.first_data_block,
+        init.flex_bg_size.max(1),
+    )
+    .map_err(setup)?;
     let mut t = Tunables::for_geometry(&geo, CAPTURE_CPUS);
     for (name, value) in &case.meta.mballoc_tunables {
         t.set(name, &value.to_string(), &geo).map_err(setup)?;
     }
     t.mb_optimize_scan = case.meta.optimize_scan;
-    Allocator::builder(geo).used(&init.used_ranges()).tunables(t).cpus(CAPTURE_CPUS).build().map_err(setup)
+    Allocator::builder(geo)
+        .used(&init.used_ranges())
+        .tunables(t)
+        .cpus(CAPTURE_CPUS)
+        .build()
+        .map_err(setup)
 }
 
 fn request(r: &AllocRecord) -> Request {
@@ -155,7 +182,9 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
     let geo = a.geometry();
     let mut diff = 0;
     for fg in &case.final_state.groups {
-        let Ok(disk) = a.disk_bitmap(fg.group) else { continue };
+        let Ok(disk) = a.disk_bitmap(fg.group) else {
+            continue;
+        };
         let len = geo.group_len(fg.group);
         let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
@@ -174,14 +203,24 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
 
 fn fmt_ours(x: &Result<mballoc::Allocation, Error>) -> String {
     match x {
-        Ok(a) => format!("{}+{} ({:?}, {})", a.extent.start, a.extent.len, a.source, a.criterion.name()),
+        Ok(a) => format!(
+            "{}+{} ({:?}, {})",
+            a.extent.start,
+            a.extent.len,
+            a.source,
+            a.criterion.name()
+        ),
         Err(e) => format!("error: {e}"),
     }
 }
 
 /// (placement matched, path matched, mismatch record).
-fn compare(r: &AllocRecord, ours: &Result<mballoc::Allocation, Error>) -> (bool, bool, Option<Mismatch>) {
-    let placed = matches!(ours, Ok(a) if a.extent.start == r.result_pstart && a.extent.len == r.result_len);
+fn compare(
+    r: &AllocRecord,
+    ours: &Result<mballoc::Allocation, Error>,
+) -> (bool, bool, Option<Mismatch>) {
+    let placed =
+        matches!(ours, Ok(a) if a.extent.start == r.result_pstart && a.extent.len == r.result_len);
     let path = match ours {
         Ok(a) => first_path_difference(r, a),
         Err(e) => Some(format!("we failed: {e}")),
@@ -211,37 +250,63 @@ fn first_path_difference(r: &AllocRecord, a: &mballoc::Allocation) -> Option<Str
         Source::Prealloc => AllocSource::Prealloc,
     };
     if kernel_source != our_source {
-        return Some(format!("source: kernel {kernel_source:?}, ours {our_source:?}"));
+        return Some(format!(
+            "source: kernel {kernel_source:?}, ours {our_source:?}"
+        ));
     }
     if kernel_source == AllocSource::Scan {
         if let Some(g) = &r.goal_ex {
             let ours = &a.goal;
-            if (g.group, g.start, g.len, g.logical) != (ours.group, ours.start, ours.len, u64::from(ours.logical)) {
+            if (g.group, g.start, g.len, g.logical)
+                != (ours.group, ours.start, ours.len, u64::from(ours.logical))
+            {
                 return Some(format!(
                     "normalised goal: kernel {}/{}/{}@{}, ours {}/{}/{}@{}",
-                    g.group, g.start, g.len, g.logical, ours.group, ours.start, ours.len, ours.logical
+                    g.group,
+                    g.start,
+                    g.len,
+                    g.logical,
+                    ours.group,
+                    ours.start,
+                    ours.len,
+                    ours.logical
                 ));
             }
         }
         if let Some(f) = r.ac_flags {
             let mask = (Flags::HINT_GROUP_ALLOC | Flags::STREAM_ALLOC | Flags::HINT_NOPREALLOC).0;
             if f & mask != a.flags.0 & mask {
-                return Some(format!("group-or-file: kernel flags {:?}, ours {:?}", Flags(f & mask), Flags(a.flags.0 & mask)));
+                return Some(format!(
+                    "group-or-file: kernel flags {:?}, ours {:?}",
+                    Flags(f & mask),
+                    Flags(a.flags.0 & mask)
+                ));
             }
         }
         if let Some(cr) = r.cr {
             if cr as usize != a.criterion.index() {
-                return Some(format!("criterion: kernel {cr}, ours {} ({})", a.criterion.index(), a.criterion.name()));
+                return Some(format!(
+                    "criterion: kernel {cr}, ours {} ({})",
+                    a.criterion.index(),
+                    a.criterion.name()
+                ));
             }
         }
         if let Some(x) = &r.result_ex {
             if (x.group, x.start, x.len) != (a.found.group, a.found.start, a.found.len) {
-                return Some(format!("found: kernel {}/{}/{}, ours {}/{}/{}", x.group, x.start, x.len, a.found.group, a.found.start, a.found.len));
+                return Some(format!(
+                    "found: kernel {}/{}/{}, ours {}/{}/{}",
+                    x.group, x.start, x.len, a.found.group, a.found.start, a.found.len
+                ));
             }
         }
     }
-    let kpa = r.new_pa.map(|p| (p.kind == case::PaKind::Inode, p.pstart, p.len, p.lstart));
-    let opa = a.new_pa.map(|p| (p.kind == PaKind::Inode, p.pstart, p.len, p.lstart));
+    let kpa = r
+        .new_pa
+        .map(|p| (p.kind == case::PaKind::Inode, p.pstart, p.len, p.lstart));
+    let opa = a
+        .new_pa
+        .map(|p| (p.kind == PaKind::Inode, p.pstart, p.len, p.lstart));
     if kpa != opa {
         return Some(format!("new PA: kernel {kpa:?}, ours {opa:?}"));
     }

@@ -20,8 +20,18 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(rep.cases.len(), 10, "all ten public cases");
     for c in &rep.cases {
-        assert_eq!(c.matched, c.allocs, "{}: placements {:?}", c.name, c.mismatches.first());
-        assert_eq!(c.path_matched, c.allocs, "{}: goal/criterion/PA path", c.name);
+        assert_eq!(
+            c.matched,
+            c.allocs,
+            "{}: placements {:?}",
+            c.name,
+            c.mismatches.first()
+        );
+        assert_eq!(
+            c.path_matched, c.allocs,
+            "{}: goal/criterion/PA path",
+            c.name
+        );
         assert_eq!(c.free_errors, 0, "{}", c.name);
         assert_eq!(c.final_diff_blocks, 0, "{}: final free space", c.name);
     }
@@ -33,13 +43,21 @@ fn every_public_case_matches_the_kernel_exactly() {
 fn a_wrong_configuration_is_caught() {
     let Some(dir) = traces() else { return };
     let mut case = Case::load(dir.join("tar-doc-1g-scan1")).unwrap();
-    case.meta.mballoc_tunables.insert("mb_group_prealloc".into(), 256);
+    case.meta
+        .mballoc_tunables
+        .insert("mb_group_prealloc".into(), 256);
     let rep = replay_case(&case).unwrap();
-    assert!(rep.path_matched < rep.allocs, "a smaller group PA must change the PAs created");
+    assert!(
+        rep.path_matched < rep.allocs,
+        "a smaller group PA must change the PAs created"
+    );
     let mut case = Case::load(dir.join("bufwrite-1g")).unwrap();
     case.meta.mballoc_tunables.insert("mb_stream_req".into(), 0);
     let rep = replay_case(&case).unwrap();
-    assert!(rep.matched < rep.allocs, "without locality groups small files land elsewhere");
+    assert!(
+        rep.matched < rep.allocs,
+        "without locality groups small files land elsewhere"
+    );
 }
 
 /// Buddy generation against the kernel's own `mb_groups` at mount, for every group of every
@@ -51,10 +69,23 @@ fn buddies_match_the_kernel_mb_groups() {
         let case = Case::load(&path).unwrap();
         let a = mballoc_lab::replay::allocator_for(&case).unwrap();
         for g in &case.initial.groups {
-            let k = g.kernel_mb_groups.as_ref().expect("every case records kernel_mb_groups");
+            let k = g
+                .kernel_mb_groups
+                .as_ref()
+                .expect("every case records kernel_mb_groups");
             let ours = a.group(g.group).unwrap();
-            assert_eq!((ours.free, ours.fragments, ours.first_free), (k.free, k.frags, k.first_free), "{} group {}", case.name, g.group);
-            assert_eq!(ours.counters, k.buddy_counts, "{} group {}", case.name, g.group);
+            assert_eq!(
+                (ours.free, ours.fragments, ours.first_free),
+                (k.free, k.frags, k.first_free),
+                "{} group {}",
+                case.name,
+                g.group
+            );
+            assert_eq!(
+                ours.counters, k.buddy_counts,
+                "{} group {}",
+                case.name, g.group
+            );
         }
     }
 }
@@ -66,10 +97,22 @@ fn fresh_layout_matches_a_fresh_capture() {
     let Some(dir) = traces() else { return };
     let case = Case::load(dir.join("falloc-1g-mixed")).unwrap();
     let layout = mballoc_lab::mkfs::layout(1 << 30).unwrap();
-    let geo = mballoc::Geometry::new(4096, layout.blocks_per_group, layout.blocks_count, 0, layout.flex_bg_size).unwrap();
+    let geo = mballoc::Geometry::new(
+        4096,
+        layout.blocks_per_group,
+        layout.blocks_count,
+        0,
+        layout.flex_bg_size,
+    )
+    .unwrap();
     let a = mballoc::Allocator::new(geo, &layout.used).unwrap();
     for g in &case.initial.groups {
         let k = g.kernel_mb_groups.as_ref().unwrap();
-        assert_eq!(a.group(g.group).unwrap().counters, k.buddy_counts, "group {}", g.group);
+        assert_eq!(
+            a.group(g.group).unwrap().counters,
+            k.buddy_counts,
+            "group {}",
+            g.group
+        );
     }
 }

@@ -100,18 +100,28 @@ impl Builder {
             Some(s) => s,
             None => Box::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
         };
-        let tun = self.tunables.unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
+        let tun = self
+            .tunables
+            .unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
         let n = geo.group_count();
-        let groups: Box<[Group]> = (0..n).map(|g| Group::unloaded(g, source.descriptor_free(g))).collect();
+        let groups: Box<[Group]> = (0..n)
+            .map(|g| Group::unloaded(g, source.descriptor_free(g)))
+            .collect();
         let free: i64 = groups.iter().map(|g| i64::from(g.bb_free())).sum();
         let a = Allocator {
             geo,
             largest_index: OrderIndex::new(geo.num_orders(), n),
             avg_index: OrderIndex::new(geo.num_orders(), n),
-            goals: RwLock::new((0..tun.nr_global_goals.max(1)).map(|_| AtomicU32::new(0)).collect()),
+            goals: RwLock::new(
+                (0..tun.nr_global_goals.max(1))
+                    .map(|_| AtomicU32::new(0))
+                    .collect(),
+            ),
             tun: RwLock::new(tun),
             groups,
-            lgs: (0..self.cpus).map(|_| Mutex::new(LocalityGroup::default())).collect(),
+            lgs: (0..self.cpus)
+                .map(|_| Mutex::new(LocalityGroup::default()))
+                .collect(),
             owners: OwnerTable::new(),
             pending_groups: Mutex::new(BTreeSet::new()),
             tid: AtomicU64::new(1),
@@ -166,7 +176,9 @@ impl Allocator {
         let mut new = t.clone();
         new.set(name, value, &self.geo)?;
         if new.nr_global_goals != t.nr_global_goals {
-            *self.goals.write() = (0..new.nr_global_goals).map(|_| AtomicU32::new(0)).collect();
+            *self.goals.write() = (0..new.nr_global_goals)
+                .map(|_| AtomicU32::new(0))
+                .collect();
         }
         if new.mb_optimize_scan != t.mb_optimize_scan {
             // Like a remount: groups re-enter the indexes as their orders change.
@@ -195,7 +207,10 @@ impl Allocator {
 
     /// One group's state (loads its bitmap if needed, like reading `mb_groups`).
     pub fn group(&self, g: u32) -> Result<GroupSnapshot, Error> {
-        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup { group: g, groups: self.geo.group_count() })?;
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
+            group: g,
+            groups: self.geo.group_count(),
+        })?;
         self.load_group(g)?;
         let st = grp.lock.lock();
         let l = st.loaded.as_ref().expect("loaded above");
@@ -233,7 +248,12 @@ impl Allocator {
     /// Free extents of a group's in-core bitmap as `(start_in_group, len)`: what the
     /// allocator can hand out now.
     pub fn free_extents(&self, g: u32) -> Result<Vec<(u32, u32)>, Error> {
-        self.with_loaded(g, |l| l.buddy.bitmap().zero_runs(0, l.buddy.group_size()).collect())
+        self.with_loaded(g, |l| {
+            l.buddy
+                .bitmap()
+                .zero_runs(0, l.buddy.group_size())
+                .collect()
+        })
     }
 
     /// The on-disk view of a group: blocks in use by owners.
@@ -242,7 +262,10 @@ impl Allocator {
     }
 
     fn with_loaded<T>(&self, g: u32, f: impl FnOnce(&Loaded) -> T) -> Result<T, Error> {
-        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup { group: g, groups: self.geo.group_count() })?;
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
+            group: g,
+            groups: self.geo.group_count(),
+        })?;
         self.load_group(g)?;
         let st = grp.lock.lock();
         Ok(f(st.loaded.as_ref().expect("loaded above")))
@@ -287,7 +310,12 @@ impl Allocator {
         let c = st.publish(grp, optimize_scan, self.geo.num_orders());
         if c.old_largest != c.new_largest {
             // Removal always happens; insertion only with optimize scan on and free space.
-            self.largest_index.relocate(grp.no, c.old_largest, c.new_largest, optimize_scan && c.free > 0);
+            self.largest_index.relocate(
+                grp.no,
+                c.old_largest,
+                c.new_largest,
+                optimize_scan && c.free > 0,
+            );
         }
         if optimize_scan && c.old_avg != c.new_avg {
             self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
@@ -302,21 +330,34 @@ impl Allocator {
         for grp in self.groups.iter() {
             let st = grp.lock.lock();
             if let Some(l) = &st.loaded {
-                l.buddy.check(self.geo.bsbits()).map_err(|e| format!("group {}: {e}", grp.no))?;
+                l.buddy
+                    .check(self.geo.bsbits())
+                    .map_err(|e| format!("group {}: {e}", grp.no))?;
                 let len = self.geo.group_len(grp.no);
                 let df = len - l.disk.count_ones(0, len);
                 if df != st.desc_free {
-                    return Err(format!("group {}: descriptor free {} != disk bitmap {df}", grp.no, st.desc_free));
+                    return Err(format!(
+                        "group {}: descriptor free {} != disk bitmap {df}",
+                        grp.no, st.desc_free
+                    ));
                 }
                 for p in &st.pending {
-                    if !l.buddy.bitmap().all_set(p.start, p.start + p.len) || !l.disk.all_clear(p.start, p.start + p.len) {
-                        return Err(format!("group {}: pending free {:?} not held in-core / clear on disk", grp.no, p));
+                    if !l.buddy.bitmap().all_set(p.start, p.start + p.len)
+                        || !l.disk.all_clear(p.start, p.start + p.len)
+                    {
+                        return Err(format!(
+                            "group {}: pending free {:?} not held in-core / clear on disk",
+                            grp.no, p
+                        ));
                     }
                 }
                 // Everything on disk is in use in-core too.
                 for (s, n) in l.disk.one_runs(0, len) {
                     if !l.buddy.bitmap().all_set(s, s + n) {
-                        return Err(format!("group {}: disk-used [{s}, +{n}) free in-core", grp.no));
+                        return Err(format!(
+                            "group {}: disk-used [{s}, +{n}) free in-core",
+                            grp.no
+                        ));
                     }
                 }
                 if l.buddy.free() != grp.bb_free() {
@@ -328,11 +369,15 @@ impl Allocator {
         }
         let counted = self.free_blocks.load(Ordering::Relaxed);
         if counted != disk_free {
-            return Err(format!("free counter {counted} != sum of descriptors {disk_free}"));
+            return Err(format!(
+                "free counter {counted} != sum of descriptors {disk_free}"
+            ));
         }
         let p = self.free_pending.load(Ordering::Relaxed);
         if p != pending {
-            return Err(format!("pending counter {p} != sum of pending frees {pending}"));
+            return Err(format!(
+                "pending counter {p} != sum of pending frees {pending}"
+            ));
         }
         Ok(())
     }
@@ -353,7 +398,12 @@ impl Allocator {
 
     /// Owners that currently hold inode preallocations, with their count.
     pub fn preallocations(&self) -> Vec<(u64, usize)> {
-        self.owners.all().into_iter().map(|(o, p)| (o, p.lock().pas.len())).filter(|&(_, n)| n > 0).collect()
+        self.owners
+            .all()
+            .into_iter()
+            .map(|(o, p)| (o, p.lock().pas.len()))
+            .filter(|&(_, n)| n > 0)
+            .collect()
     }
 }
 

@@ -9,7 +9,12 @@ pub struct Bitmap {
 
 impl std::fmt::Debug for Bitmap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Bitmap({} bits, {} set)", self.len, self.count_ones(0, self.len))
+        write!(
+            f,
+            "Bitmap({} bits, {} set)",
+            self.len,
+            self.count_ones(0, self.len)
+        )
     }
 }
 
@@ -21,12 +26,18 @@ fn mask_from(bit: u32) -> u64 {
 impl Bitmap {
     /// A bitmap of `len` bits, all clear.
     pub fn new(len: u32) -> Self {
-        Bitmap { words: vec![0; (len as usize).div_ceil(64)], len }
+        Bitmap {
+            words: vec![0; (len as usize).div_ceil(64)],
+            len,
+        }
     }
 
     /// A bitmap of `len` bits, all set.
     pub fn full(len: u32) -> Self {
-        let mut b = Bitmap { words: vec![!0; (len as usize).div_ceil(64)], len };
+        let mut b = Bitmap {
+            words: vec![!0; (len as usize).div_ceil(64)],
+            len,
+        };
         b.trim_tail();
         b
     }
@@ -50,7 +61,11 @@ impl Bitmap {
     /// The on-disk byte form of [`Bitmap::from_bytes`].
     pub fn to_bytes(&self) -> Vec<u8> {
         let n = (self.len as usize).div_ceil(8);
-        self.words.iter().flat_map(|w| w.to_le_bytes()).take(n).collect()
+        self.words
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .take(n)
+            .collect()
     }
 
     fn trim_tail(&mut self) {
@@ -176,7 +191,11 @@ impl Bitmap {
         let last = before - 1;
         let mut w = (last / 64) as usize;
         let flip = if want { 0 } else { !0u64 };
-        let keep = if last % 64 == 63 { !0 } else { !mask_from(last + 1) };
+        let keep = if last % 64 == 63 {
+            !0
+        } else {
+            !mask_from(last + 1)
+        };
         let mut word = (self.words[w] ^ flip) & keep;
         loop {
             if word != 0 {
@@ -237,7 +256,10 @@ mod tests {
         assert_eq!(b.find_prev_zero(3), Some(2));
         assert_eq!(b.find_prev_set(3), None);
         b.clear_range(64, 65);
-        assert_eq!(b.zero_runs(0, 200).collect::<Vec<_>>(), vec![(0, 3), (64, 1), (130, 70)]);
+        assert_eq!(
+            b.zero_runs(0, 200).collect::<Vec<_>>(),
+            vec![(0, 3), (64, 1), (130, 70)]
+        );
         assert!(Bitmap::full(70).all_set(0, 70));
     }
 

@@ -108,7 +108,10 @@ impl Buddy {
 
     /// Highest order with a free chunk, or −1 (`mb_set_largest_free_order`).
     pub fn largest_free_order(&self) -> i32 {
-        (0..=self.max_order as usize).rev().find(|&o| self.counters[o] > 0).map_or(-1, |o| o as i32)
+        (0..=self.max_order as usize)
+            .rev()
+            .find(|&o| self.counters[o] > 0)
+            .map_or(-1, |o| o as i32)
     }
 
     /// Whether cluster `c` is free in the in-core bitmap.
@@ -164,7 +167,11 @@ impl Buddy {
         let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
         let mut idx = block >> order;
         while needed > len && order <= self.max_order {
-            let max = if order == 0 { self.bitmap.len() } else { self.orders[order as usize].len() };
+            let max = if order == 0 {
+                self.bitmap.len()
+            } else {
+                self.orders[order as usize].len()
+            };
             if idx + 1 >= max {
                 break;
             }
@@ -182,7 +189,10 @@ impl Buddy {
     /// The maximal free run holding the free cluster `c`.
     fn run_around(&self, c: u32) -> (u32, u32) {
         let start = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1);
-        let end = self.bitmap.find_next_set(c, self.group_size).unwrap_or(self.group_size);
+        let end = self
+            .bitmap
+            .find_next_set(c, self.group_size)
+            .unwrap_or(self.group_size);
         (start, end)
     }
 
@@ -206,7 +216,10 @@ impl Buddy {
     /// Returns the kernel's `tail | buddy << 16` value (see [`Buddy::split_info`]).
     pub fn mark_used(&mut self, start: u32, len: u32) -> u32 {
         debug_assert!(len > 0 && start + len <= self.group_size);
-        debug_assert!(self.bitmap.all_clear(start, start + len), "mark_used of a used cluster");
+        debug_assert!(
+            self.bitmap.all_clear(start, start + len),
+            "mark_used of a used cluster"
+        );
         let ret = self.split_info(start, len);
         let end = start + len;
         let left_free = start > 0 && !self.bitmap.get(start - 1);
@@ -236,7 +249,10 @@ impl Buddy {
     /// in use; callers check (a double free is a caller error, reported before we get here).
     pub fn free_blocks(&mut self, first: u32, count: u32) {
         debug_assert!(count > 0 && first + count <= self.group_size);
-        debug_assert!(self.bitmap.all_set(first, first + count), "double free inside the buddy");
+        debug_assert!(
+            self.bitmap.all_set(first, first + count),
+            "double free inside the buddy"
+        );
         let end = first + count;
         let left_free = first > 0 && !self.bitmap.get(first - 1);
         let right_free = end < self.bitmap.len() && !self.bitmap.get(end);
@@ -245,8 +261,16 @@ impl Buddy {
             (false, false) => self.fragments += 1,
             _ => {}
         }
-        let a = if left_free { self.run_around(first - 1).0 } else { first };
-        let b = if right_free { self.run_around(end).1 } else { end };
+        let a = if left_free {
+            self.run_around(first - 1).0
+        } else {
+            first
+        };
+        let b = if right_free {
+            self.run_around(end).1
+        } else {
+            end
+        };
         if a < first {
             self.decompose(a, first - a, false);
         }
@@ -275,7 +299,9 @@ impl Buddy {
     }
     /// First used cluster at or after `from` (or the group size).
     pub fn next_used(&self, from: u32) -> u32 {
-        self.bitmap.find_next_set(from, self.group_size).unwrap_or(self.group_size)
+        self.bitmap
+            .find_next_set(from, self.group_size)
+            .unwrap_or(self.group_size)
     }
 
     /// Checks every derived value against a regeneration from the bitmap (test support).
@@ -286,7 +312,11 @@ impl Buddy {
         }
         let fresh = Buddy::generate(&inuse, self.group_size, self.group_size, bsbits);
         if fresh.counters != self.counters {
-            return Err(format!("counters {:?} != regenerated {:?}", self.counters(), fresh.counters()));
+            return Err(format!(
+                "counters {:?} != regenerated {:?}",
+                self.counters(),
+                fresh.counters()
+            ));
         }
         if fresh.free != self.free || fresh.fragments != self.fragments {
             return Err(format!(
@@ -295,7 +325,10 @@ impl Buddy {
             ));
         }
         if self.first_free > fresh.first_free {
-            return Err(format!("first_free {} beyond the first free {}", self.first_free, fresh.first_free));
+            return Err(format!(
+                "first_free {} beyond the first free {}",
+                self.first_free, fresh.first_free
+            ));
         }
         if fresh.orders != self.orders {
             return Err("buddy bitmaps differ from regeneration".into());

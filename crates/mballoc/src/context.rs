@@ -15,7 +15,12 @@ pub struct Ex {
 
 impl Ex {
     pub fn as_group_extent(&self) -> GroupExtent {
-        GroupExtent { group: self.group, start: i64::from(self.start), len: self.len, logical: self.logical }
+        GroupExtent {
+            group: self.group,
+            start: i64::from(self.start),
+            len: self.len,
+            logical: self.logical,
+        }
     }
 }
 

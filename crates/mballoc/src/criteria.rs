@@ -24,20 +24,32 @@ impl Allocator {
         }
         let i = fls(ctx.g_ex.len);
         ctx.two_order = 0;
-        if i >= ctx.tun.mb_order2_req && i as usize <= self.geo.num_orders() && ctx.g_ex.len.is_power_of_two() {
+        if i >= ctx.tun.mb_order2_req
+            && i as usize <= self.geo.num_orders()
+            && ctx.g_ex.len.is_power_of_two()
+        {
             ctx.two_order = i - 1;
         }
         if ctx.flags.contains(Flags::STREAM_ALLOC) {
-            ctx.g_ex.group = self.stream_goal(ctx.req.owner).min(self.geo.group_count() - 1);
+            ctx.g_ex.group = self
+                .stream_goal(ctx.req.owner)
+                .min(self.geo.group_count() - 1);
             ctx.g_ex.start = -1;
             ctx.flags.remove(Flags::HINT_TRY_GOAL);
         }
-        ctx.cr = if ctx.two_order > 0 { Criterion::Power2Aligned } else { Criterion::GoalLenFast };
+        ctx.cr = if ctx.two_order > 0 {
+            Criterion::Power2Aligned
+        } else {
+            Criterion::GoalLenFast
+        };
         ctx.prefetch_ios = 0;
         ctx.first_err = None;
         loop {
             self.run_criteria(ctx)?;
-            if ctx.b_ex.len > 0 && ctx.status != Status::Found && !ctx.flags.contains(Flags::HINT_FIRST) {
+            if ctx.b_ex.len > 0
+                && ctx.status != Status::Found
+                && !ctx.flags.contains(Flags::HINT_FIRST)
+            {
                 self.try_best_found(ctx);
                 if ctx.status != Status::Found {
                     // Lost chunk: someone took it. One last pass taking the first extent found.
@@ -87,7 +99,8 @@ impl Allocator {
             return n;
         }
         // s_blockfile_groups: indirect-mapped files cannot address blocks ≥ 2^32.
-        let limit = ((1u64 << 32).saturating_sub(self.geo.first_data_block()) / u64::from(self.geo.blocks_per_group())) as u32;
+        let limit = ((1u64 << 32).saturating_sub(self.geo.first_data_block())
+            / u64::from(self.geo.blocks_per_group())) as u32;
         n.min(limit.max(1))
     }
 
@@ -112,7 +125,11 @@ impl Allocator {
                 return Ok(());
             }
         }
-        let end = if ctx.tun.flavor == KernelFlavor::V6_18Stable { ngroups } else { self.geo.group_count() };
+        let end = if ctx.tun.flavor == KernelFlavor::V6_18Stable {
+            ngroups
+        } else {
+            self.geo.group_count()
+        };
         match ctx.cr {
             Criterion::Power2Aligned => self.scan_p2_aligned(ctx, start, end),
             Criterion::GoalLenFast => self.scan_goal_fast(ctx, start, end),
@@ -123,7 +140,13 @@ impl Allocator {
 
     /// `ext4_mb_scan_groups_linear`: `count` groups from `start`, wrapping with
     /// "g + 1 ≥ ngroups → 0"; a full pass that finds nothing advances the criterion.
-    fn scan_linear(&self, ctx: &mut Ctx, ngroups: u32, start: &mut u32, count: u32) -> Result<(), Error> {
+    fn scan_linear(
+        &self,
+        ctx: &mut Ctx,
+        ngroups: u32,
+        start: &mut u32,
+        count: u32,
+    ) -> Result<(), Error> {
         let cr = ctx.cr;
         let mut g = *start;
         for _ in 0..count {
@@ -150,7 +173,13 @@ impl Allocator {
     }
 
     /// `ext4_mb_scan_groups_xa_range`: groups of one index order in `[start, end)`, ascending.
-    fn scan_index_range(&self, ctx: &mut Ctx, set: &GroupSet, start: u32, end: u32) -> Result<(), Error> {
+    fn scan_index_range(
+        &self,
+        ctx: &mut Ctx,
+        set: &GroupSet,
+        start: u32,
+        end: u32,
+    ) -> Result<(), Error> {
         if start >= end || end > self.geo.group_count() {
             return Ok(());
         }
@@ -194,7 +223,11 @@ impl Allocator {
             }
         }
         bump(&self.stats.cr[ctx.cr.index()].useless_loops);
-        ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) { Criterion::BestAvailLen } else { Criterion::GoalLenSlow };
+        ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) {
+            Criterion::BestAvailLen
+        } else {
+            Criterion::GoalLenSlow
+        };
         Ok(())
     }
 
@@ -241,7 +274,9 @@ impl Allocator {
     /// `ext4_mb_might_prefetch`: when the scan reaches the prefetch point, read ahead the
     /// bitmaps of the rest of the flex group.
     pub(crate) fn might_prefetch(&self, ctx: &mut Ctx, g: u32) {
-        if g != ctx.prefetch_grp || !(ctx.cr.expensive() || ctx.prefetch_ios < ctx.tun.mb_prefetch_limit) {
+        if g != ctx.prefetch_grp
+            || !(ctx.cr.expensive() || ctx.prefetch_ios < ctx.tun.mb_prefetch_limit)
+        {
             return;
         }
         let mut nr = ctx.tun.mb_prefetch;
@@ -250,7 +285,12 @@ impl Allocator {
             nr = nr.min(flex - (g & (flex - 1)));
         }
         ctx.prefetch_nr = nr;
-        ctx.prefetch_grp = self.prefetch(g, nr, &mut ctx.prefetch_ios, ctx.tun.prefetch_test_before_set);
+        ctx.prefetch_grp = self.prefetch(
+            g,
+            nr,
+            &mut ctx.prefetch_ios,
+            ctx.tun.prefetch_test_before_set,
+        );
     }
 
     /// `ext4_mb_prefetch`: for `nr` groups from `g`, read the bitmap of every group not
@@ -266,7 +306,10 @@ impl Allocator {
             let already = if test_before_set && grp.has_flag(state::BBITMAP_READ) {
                 true
             } else {
-                grp.flags.fetch_or(state::BBITMAP_READ, std::sync::atomic::Ordering::Relaxed) & state::BBITMAP_READ != 0
+                grp.flags
+                    .fetch_or(state::BBITMAP_READ, std::sync::atomic::Ordering::Relaxed)
+                    & state::BBITMAP_READ
+                    != 0
             };
             if !already && grp.need_init() {
                 if test_before_set {

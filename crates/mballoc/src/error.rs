@@ -6,16 +6,29 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Error {
     #[error("invalid geometry: {field} = {value} (must be {reason})")]
-    InvalidGeometry { field: &'static str, value: u64, reason: &'static str },
+    InvalidGeometry {
+        field: &'static str,
+        value: u64,
+        reason: &'static str,
+    },
 
     #[error("used range [{start}, +{len}) lies outside the filesystem of {blocks_count} blocks")]
-    UsedRangeOutOfRange { start: u64, len: u64, blocks_count: u64 },
+    UsedRangeOutOfRange {
+        start: u64,
+        len: u64,
+        blocks_count: u64,
+    },
 
     #[error("zero-length request for owner {owner}")]
     ZeroLength { owner: u64 },
 
     #[error("extent [{start}, +{len}) is outside the filesystem data area [{first_data_block}, {blocks_count})")]
-    OutOfRange { start: u64, len: u64, first_data_block: u64, blocks_count: u64 },
+    OutOfRange {
+        start: u64,
+        len: u64,
+        first_data_block: u64,
+        blocks_count: u64,
+    },
 
     #[error("invalid request for owner {owner}: {what}")]
     InvalidRequest { owner: u64, what: String },
@@ -26,11 +39,22 @@ pub enum Error {
     #[error("free of [{start}, +{len}): block {block} is not allocated (double free?)")]
     NotAllocated { start: u64, len: u64, block: u64 },
 
-    #[error("free of [{start}, +{len}): block {block} belongs to a preallocation, not to owner {owner}")]
-    FreeOfPreallocated { owner: u64, start: u64, len: u64, block: u64 },
+    #[error(
+        "free of [{start}, +{len}): block {block} belongs to a preallocation, not to owner {owner}"
+    )]
+    FreeOfPreallocated {
+        owner: u64,
+        start: u64,
+        len: u64,
+        block: u64,
+    },
 
     #[error("no space: {requested} blocks requested, none could be allocated ({free} free, {pending} waiting for commit)")]
-    NoSpace { requested: u32, free: u64, pending: u64 },
+    NoSpace {
+        requested: u32,
+        free: u64,
+        pending: u64,
+    },
 
     #[error("the goal block {goal} is not free for {len} blocks (HINT_GOAL_ONLY)")]
     GoalNotFree { goal: u64, len: u32 },
@@ -39,7 +63,11 @@ pub enum Error {
     UnknownTunable { name: String, valid: String },
 
     #[error("bad value {value:?} for {name}: allowed {allowed}")]
-    InvalidTunable { name: String, value: String, allowed: String },
+    InvalidTunable {
+        name: String,
+        value: String,
+        allowed: String,
+    },
 
     #[error("group {group} is corrupt: {reason}")]
     CorruptGroup { group: u32, reason: String },

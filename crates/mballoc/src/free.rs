@@ -42,7 +42,10 @@ impl Allocator {
         }
         // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
         self.discard_overlapping(owner, extent);
-        let mut guards: Vec<_> = chunks.iter().map(|c| self.lock_group(&self.groups[c.group as usize])).collect();
+        let mut guards: Vec<_> = chunks
+            .iter()
+            .map(|c| self.lock_group(&self.groups[c.group as usize]))
+            .collect();
         for (c, st) in chunks.iter().zip(&guards) {
             let l = st.loaded.as_ref().expect("loaded above");
             if let Some(bad) = l.disk.find_next_zero(c.start, c.start + c.len) {
@@ -60,9 +63,15 @@ impl Allocator {
             let l = st.loaded.as_mut().expect("loaded above");
             l.disk.clear_range(c.start, c.start + c.len);
             st.desc_free += c.len;
-            st.pending.push(PendingFree { tid, start: c.start, len: c.len });
-            self.free_blocks.fetch_add(i64::from(c.len), Ordering::Relaxed);
-            self.free_pending.fetch_add(i64::from(c.len), Ordering::Relaxed);
+            st.pending.push(PendingFree {
+                tid,
+                start: c.start,
+                len: c.len,
+            });
+            self.free_blocks
+                .fetch_add(i64::from(c.len), Ordering::Relaxed);
+            self.free_pending
+                .fetch_add(i64::from(c.len), Ordering::Relaxed);
             self.pending_groups.lock().insert(c.group);
         }
         Ok(())
@@ -74,7 +83,12 @@ impl Allocator {
         while s < end {
             let (g, off) = self.geo.locate(s);
             let n = (end - s).min(u64::from(self.geo.group_len(g) - off)) as u32;
-            out.push(Ex { group: g, start: off, len: n, logical: 0 });
+            out.push(Ex {
+                group: g,
+                start: off,
+                len: n,
+                logical: 0,
+            });
             s += u64::from(n);
         }
         out
@@ -104,10 +118,14 @@ impl Allocator {
             if ready.is_empty() {
                 continue;
             }
-            let l = st.loaded.as_mut().expect("pending frees only exist in loaded groups");
+            let l = st
+                .loaded
+                .as_mut()
+                .expect("pending frees only exist in loaded groups");
             for p in &ready {
                 l.buddy.free_blocks(p.start, p.len);
-                self.free_pending.fetch_sub(i64::from(p.len), Ordering::Relaxed);
+                self.free_pending
+                    .fetch_sub(i64::from(p.len), Ordering::Relaxed);
             }
             grp.clear_flag(state::WAS_TRIMMED);
             self.discard_seq.fetch_add(1, Ordering::Relaxed);
@@ -118,7 +136,9 @@ impl Allocator {
     /// Releases the unused part of every inode preallocation of `owner` (on close, truncate,
     /// unlink: `ext4_discard_preallocations`). Returns the blocks released.
     pub fn discard_preallocations(&self, owner: u64) -> u64 {
-        let Some(arc) = self.owners.get(owner) else { return 0 };
+        let Some(arc) = self.owners.get(owner) else {
+            return 0;
+        };
         let pas = std::mem::take(&mut arc.lock().pas);
         drop(arc);
         self.owners.forget_if_empty(owner);
@@ -127,7 +147,9 @@ impl Allocator {
 
     /// Retires `owner`'s PAs that overlap `extent` physically.
     fn discard_overlapping(&self, owner: u64, extent: Extent) {
-        let Some(arc) = self.owners.get(owner) else { return };
+        let Some(arc) = self.owners.get(owner) else {
+            return;
+        };
         let mut o = arc.lock();
         let hit: Vec<u32> = o
             .pas
@@ -149,10 +171,15 @@ impl Allocator {
         let grp = &self.groups[g as usize];
         let mut st = self.lock_group(grp);
         let pending = st.pending.clone();
-        let Some(l) = st.loaded.as_mut() else { return 0 };
+        let Some(l) = st.loaded.as_mut() else {
+            return 0;
+        };
         let mut runs: Vec<(u32, u32)> = l.disk.zero_runs(off, off + pa.len).collect();
         for p in &pending {
-            runs = runs.into_iter().flat_map(|r| subtract(r, (p.start, p.len))).collect();
+            runs = runs
+                .into_iter()
+                .flat_map(|r| subtract(r, (p.start, p.len)))
+                .collect();
         }
         let mut freed = 0u64;
         for (s, n) in runs {
@@ -168,21 +195,33 @@ impl Allocator {
     /// `ext4_mb_release_group_pa`: a locality-group PA is entirely unused.
     pub(crate) fn release_group_pa(&self, pa: &GroupPa) -> u64 {
         let (g, off) = self.geo.locate(pa.pstart);
-        self.release_in_core(Ex { group: g, start: off, len: pa.len, logical: 0 })
+        self.release_in_core(Ex {
+            group: g,
+            start: off,
+            len: pa.len,
+            logical: 0,
+        })
     }
 
     /// Returns in-core-only clusters (never on disk) to the buddy.
     pub(crate) fn release_in_core(&self, ex: Ex) -> u64 {
         let grp = &self.groups[ex.group as usize];
         let mut st = self.lock_group(grp);
-        let Some(l) = st.loaded.as_mut() else { return 0 };
+        let Some(l) = st.loaded.as_mut() else {
+            return 0;
+        };
         debug_assert!(l.disk.all_clear(ex.start, ex.start + ex.len));
         l.buddy.free_blocks(ex.start, ex.len);
         self.after_release(grp, &mut st, u64::from(ex.len));
         u64::from(ex.len)
     }
 
-    fn after_release(&self, grp: &crate::group::Group, st: &mut crate::group::GroupState, freed: u64) {
+    fn after_release(
+        &self,
+        grp: &crate::group::Group,
+        st: &mut crate::group::GroupState,
+        freed: u64,
+    ) {
         if freed == 0 {
             return;
         }
@@ -201,19 +240,33 @@ impl Allocator {
     ) -> u64 {
         let mut freed = 0;
         if let Some(o) = owner {
-            freed += std::mem::take(&mut o.pas).values().map(|pa| self.release_inode_pa(pa)).sum::<u64>();
+            freed += std::mem::take(&mut o.pas)
+                .values()
+                .map(|pa| self.release_inode_pa(pa))
+                .sum::<u64>();
         }
         if let Some(lg) = lg {
-            freed += lg.take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>();
+            freed += lg
+                .take_all()
+                .iter()
+                .map(|pa| self.release_group_pa(pa))
+                .sum::<u64>();
         }
         for (_, arc) in self.owners.all() {
             if let Some(mut o) = arc.try_lock() {
-                freed += std::mem::take(&mut o.pas).values().map(|pa| self.release_inode_pa(pa)).sum::<u64>();
+                freed += std::mem::take(&mut o.pas)
+                    .values()
+                    .map(|pa| self.release_inode_pa(pa))
+                    .sum::<u64>();
             }
         }
         for lg in self.lgs.iter() {
             if let Some(mut lg) = lg.try_lock() {
-                freed += lg.take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>();
+                freed += lg
+                    .take_all()
+                    .iter()
+                    .map(|pa| self.release_group_pa(pa))
+                    .sum::<u64>();
             }
         }
         freed
@@ -221,7 +274,16 @@ impl Allocator {
 
     /// Releases every locality-group preallocation (what an unmount does to them).
     pub fn discard_group_preallocations(&self) -> u64 {
-        self.lgs.iter().map(|lg| lg.lock().take_all().iter().map(|pa| self.release_group_pa(pa)).sum::<u64>()).sum()
+        self.lgs
+            .iter()
+            .map(|lg| {
+                lg.lock()
+                    .take_all()
+                    .iter()
+                    .map(|pa| self.release_group_pa(pa))
+                    .sum::<u64>()
+            })
+            .sum()
     }
 }
 

@@ -32,10 +32,18 @@ impl Geometry {
         flex_bg_size: u32,
     ) -> Result<Self, Error> {
         let bad = |field: &'static str, value: u64, reason: &'static str| {
-            Err(Error::InvalidGeometry { field, value, reason })
+            Err(Error::InvalidGeometry {
+                field,
+                value,
+                reason,
+            })
         };
         if !block_size.is_power_of_two() || !(1024..=65536).contains(&block_size) {
-            return bad("block_size", block_size.into(), "a power of two from 1024 to 65536");
+            return bad(
+                "block_size",
+                block_size.into(),
+                "a power of two from 1024 to 65536",
+            );
         }
         if blocks_per_group == 0 || blocks_per_group % 8 != 0 || blocks_per_group > block_size * 8 {
             return bad(
@@ -45,7 +53,11 @@ impl Geometry {
             );
         }
         if first_data_block > 1 || (first_data_block == 1 && block_size != 1024) {
-            return bad("first_data_block", first_data_block, "0, or 1 with 1 KiB blocks");
+            return bad(
+                "first_data_block",
+                first_data_block,
+                "0, or 1 with 1 KiB blocks",
+            );
         }
         if blocks_count <= first_data_block {
             return bad("blocks_count", blocks_count, "more than first_data_block");
@@ -55,9 +67,19 @@ impl Geometry {
             return bad("blocks_count", blocks_count, "at most 2^32 - 1 groups");
         }
         if flex_bg_size == 0 || !flex_bg_size.is_power_of_two() || flex_bg_size > (1 << 31) {
-            return bad("flex_bg_size", flex_bg_size.into(), "a power of two (1 = no flex_bg)");
+            return bad(
+                "flex_bg_size",
+                flex_bg_size.into(),
+                "a power of two (1 = no flex_bg)",
+            );
         }
-        Ok(Geometry { block_size, blocks_per_group, blocks_count, first_data_block, flex_bg_size })
+        Ok(Geometry {
+            block_size,
+            blocks_per_group,
+            blocks_count,
+            first_data_block,
+            flex_bg_size,
+        })
     }
 
     /// A geometry laid out like `mkfs.ext4` would for `bytes` of space with 4 KiB blocks:
@@ -117,7 +139,9 @@ impl Geometry {
     pub fn contains(&self, start: u64, len: u64) -> bool {
         len > 0
             && start >= self.first_data_block
-            && start.checked_add(len).is_some_and(|end| end <= self.blocks_count)
+            && start
+                .checked_add(len)
+                .is_some_and(|end| end <= self.blocks_count)
     }
     /// Total size in bytes.
     pub fn bytes(&self) -> u64 {
@@ -149,7 +173,10 @@ mod tests {
     fn bad_geometry_is_an_error() {
         assert!(matches!(
             Geometry::new(3000, 32768, 1 << 20, 0, 16),
-            Err(Error::InvalidGeometry { field: "block_size", .. })
+            Err(Error::InvalidGeometry {
+                field: "block_size",
+                ..
+            })
         ));
         assert!(Geometry::new(4096, 65536, 1 << 20, 0, 16).is_err());
         assert!(Geometry::new(4096, 32768, 0, 0, 16).is_err());

@@ -64,8 +64,6 @@ pub struct Group {
     pub largest_order: AtomicI32,
     /// `bb_state`.
     pub flags: AtomicU32,
-    /// Size class, mirrored for lock-free reads (seed 002).
-    pub class: AtomicU32,
 }
 
 impl Group {
@@ -85,7 +83,6 @@ impl Group {
             fragments: AtomicU32::new(0),
             largest_order: AtomicI32::new(-1),
             flags: AtomicU32::new(state::NEED_INIT),
-            class: AtomicU32::new(0),
         }
     }
 
@@ -126,7 +123,11 @@ impl GroupState {
     /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
     pub fn publish(&mut self, g: &Group, optimize_scan: bool, num_orders: usize) -> IndexChange {
         let (free, frags, largest) = match &self.loaded {
-            Some(l) => (l.buddy.free(), l.buddy.fragments(), l.buddy.largest_free_order()),
+            Some(l) => (
+                l.buddy.free(),
+                l.buddy.fragments(),
+                l.buddy.largest_free_order(),
+            ),
             None => (self.desc_free, 0, -1),
         };
         g.free.store(free, Ordering::Relaxed);
@@ -136,9 +137,18 @@ impl GroupState {
         let old_avg = self.avg_order;
         // mb_update_avg_fragment_size returns at once while optimize scan is off.
         if optimize_scan {
-            self.avg_order =
-                if frags == 0 { -1 } else { avg_fragment_order(free / frags, num_orders) as i32 };
+            self.avg_order = if frags == 0 {
+                -1
+            } else {
+                avg_fragment_order(free / frags, num_orders) as i32
+            };
         }
-        IndexChange { old_largest, new_largest: largest, old_avg, new_avg: self.avg_order, free }
+        IndexChange {
+            old_largest,
+            new_largest: largest,
+            old_avg,
+            new_avg: self.avg_order,
+            free,
+        }
     }
 }

@@ -16,7 +16,10 @@ pub struct GroupSet {
 
 impl GroupSet {
     fn new(len: u32) -> Self {
-        GroupSet { words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(), len }
+        GroupSet {
+            words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            len,
+        }
     }
     pub fn insert(&self, g: u32) {
         self.words[(g / 64) as usize].fetch_or(1 << (g % 64), Ordering::Relaxed);
@@ -24,6 +27,7 @@ impl GroupSet {
     pub fn remove(&self, g: u32) {
         self.words[(g / 64) as usize].fetch_and(!(1 << (g % 64)), Ordering::Relaxed);
     }
+    #[cfg(test)]
     pub fn contains(&self, g: u32) -> bool {
         self.words[(g / 64) as usize].load(Ordering::Relaxed) >> (g % 64) & 1 == 1
     }
@@ -48,7 +52,10 @@ impl GroupSet {
         }
     }
     pub fn count(&self) -> u32 {
-        self.words.iter().map(|w| w.load(Ordering::Relaxed).count_ones()).sum()
+        self.words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones())
+            .sum()
     }
 }
 
@@ -59,7 +66,9 @@ pub struct OrderIndex {
 
 impl OrderIndex {
     pub fn new(num_orders: usize, groups: u32) -> Self {
-        OrderIndex { orders: (0..num_orders).map(|_| GroupSet::new(groups)).collect() }
+        OrderIndex {
+            orders: (0..num_orders).map(|_| GroupSet::new(groups)).collect(),
+        }
     }
     pub fn order(&self, o: usize) -> &GroupSet {
         &self.orders[o]
@@ -94,6 +103,7 @@ mod tests {
         assert_eq!(s.next(66, 299), None);
         assert_eq!(s.next(66, 300), Some(299));
         s.remove(64);
+        assert!(!s.contains(64) && s.contains(65));
         assert_eq!(s.next(6, 300), Some(65));
         assert_eq!(s.count(), 3);
     }

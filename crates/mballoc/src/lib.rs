@@ -29,7 +29,9 @@ pub mod tunables;
 pub use allocator::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::Geometry;
-pub use request::{Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source};
+pub use request::{
+    Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
+};
 pub use source::{BitmapSource, MemSource};
 pub use stats::{GroupSnapshot, StatsSnapshot};
 pub use tunables::{KernelFlavor, Tunables};

@@ -30,14 +30,26 @@ impl Allocator {
                 }
             }
         }
-        let goal = if req.goal < self.geo.first_data_block() { self.geo.first_data_block() } else { req.goal };
+        let goal = if req.goal < self.geo.first_data_block() {
+            self.geo.first_data_block()
+        } else {
+            req.goal
+        };
         let (group, start) = self.geo.locate(goal);
-        let o_ex = Ex { group, start, len, logical: req.logical };
+        let o_ex = Ex {
+            group,
+            start,
+            len,
+            logical: req.logical,
+        };
         let mut ctx = Ctx::new(req, &tun, o_ex, len);
         let group_alloc = group_or_file(&mut ctx, &self.geo, self.fs_is_busy());
 
         // i_data_sem for the owner's PAs, lg_mutex for the locality group.
-        let owner_arc = ctx.flags.contains(Flags::HINT_DATA).then(|| self.owners.get_or_create(req.owner));
+        let owner_arc = ctx
+            .flags
+            .contains(Flags::HINT_DATA)
+            .then(|| self.owners.get_or_create(req.owner));
         let mut owner = owner_arc.as_ref().map(|a| a.lock());
         let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
         let result = self.new_blocks(&mut ctx, owner.as_deref_mut(), lg.as_deref_mut());
@@ -60,25 +72,47 @@ impl Allocator {
         }
         let g = &self.geo;
         if req.goal >= g.blocks_count() {
-            return Err(Error::GoalOutOfRange { goal: req.goal, blocks_count: g.blocks_count() });
+            return Err(Error::GoalOutOfRange {
+                goal: req.goal,
+                blocks_count: g.blocks_count(),
+            });
         }
-        let bad = |what: String| Err(Error::InvalidRequest { owner: req.owner, what });
+        let bad = |what: String| {
+            Err(Error::InvalidRequest {
+                owner: req.owner,
+                what,
+            })
+        };
         if u64::from(req.logical) + u64::from(req.len) > u64::from(u32::MAX) {
-            return bad(format!("logical {} + len {} passes 2^32 - 1", req.logical, req.len));
+            return bad(format!(
+                "logical {} + len {} passes 2^32 - 1",
+                req.logical, req.len
+            ));
         }
         if req.pleft != 0 && (req.pleft >= g.blocks_count() || req.lleft >= req.logical) {
-            return bad(format!("left neighbour {}@{} must lie before logical {} and inside the filesystem", req.lleft, req.pleft, req.logical));
+            return bad(format!(
+                "left neighbour {}@{} must lie before logical {} and inside the filesystem",
+                req.lleft, req.pleft, req.logical
+            ));
         }
         if req.pright != 0
-            && (req.pright >= g.blocks_count() || u64::from(req.lright) < u64::from(req.logical) + u64::from(req.len))
+            && (req.pright >= g.blocks_count()
+                || u64::from(req.lright) < u64::from(req.logical) + u64::from(req.len))
         {
-            return bad(format!("right neighbour {}@{} must lie after the request and inside the filesystem", req.lright, req.pright));
+            return bad(format!(
+                "right neighbour {}@{} must lie after the request and inside the filesystem",
+                req.lright, req.pright
+            ));
         }
         Ok(())
     }
 
     pub(crate) fn no_space(&self, requested: u32) -> Error {
-        Error::NoSpace { requested, free: self.free_blocks(), pending: self.pending_blocks() }
+        Error::NoSpace {
+            requested,
+            free: self.free_blocks(),
+            pending: self.pending_blocks(),
+        }
     }
 
     fn new_blocks(
@@ -100,7 +134,9 @@ impl Allocator {
                 break;
             }
             retries += 1;
-            if retries < 3 && self.should_retry(ctx, owner.as_deref_mut(), lg.as_deref_mut(), &mut seq) {
+            if retries < 3
+                && self.should_retry(ctx, owner.as_deref_mut(), lg.as_deref_mut(), &mut seq)
+            {
                 bump(&self.stats.enospc_retries);
                 ctx.status = Status::Continue;
                 ctx.b_ex = Ex::default();
@@ -108,18 +144,29 @@ impl Allocator {
                 continue;
             }
             if ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
-                return Err(Error::GoalNotFree { goal: ctx.req.goal, len: ctx.o_ex.len });
+                return Err(Error::GoalNotFree {
+                    goal: ctx.req.goal,
+                    len: ctx.o_ex.len,
+                });
             }
             return Err(self.no_space(ctx.req.len));
         }
         let mut new_pa = None;
         if ctx.o_ex.len < ctx.b_ex.len {
-            new_pa = match (ctx.flags.contains(Flags::HINT_GROUP_ALLOC), lg.as_deref_mut(), owner.as_deref_mut()) {
+            new_pa = match (
+                ctx.flags.contains(Flags::HINT_GROUP_ALLOC),
+                lg.as_deref_mut(),
+                owner.as_deref_mut(),
+            ) {
                 (true, Some(lg), _) => Some(self.new_group_pa(ctx, lg)),
                 (false, _, Some(owner)) => Some(self.new_inode_pa(ctx, owner)),
                 _ => {
                     // Cannot happen (surplus needs normalisation), but never leak blocks.
-                    let surplus = Ex { start: ctx.b_ex.start + ctx.o_ex.len, len: ctx.b_ex.len - ctx.o_ex.len, ..ctx.b_ex };
+                    let surplus = Ex {
+                        start: ctx.b_ex.start + ctx.o_ex.len,
+                        len: ctx.b_ex.len - ctx.o_ex.len,
+                        ..ctx.b_ex
+                    };
                     self.release_in_core(surplus);
                     ctx.b_ex.len = ctx.o_ex.len;
                     None
@@ -141,13 +188,26 @@ impl Allocator {
         Ok(self.answer(ctx, Source::Scan, new_pa, None))
     }
 
-    fn answer(&self, ctx: &Ctx, source: Source, new_pa: Option<NewPa>, pa_used: Option<PaKind>) -> Allocation {
+    fn answer(
+        &self,
+        ctx: &Ctx,
+        source: Source,
+        new_pa: Option<NewPa>,
+        pa_used: Option<PaKind>,
+    ) -> Allocation {
         Allocation {
-            extent: Extent::new(self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start), ctx.b_ex.len),
+            extent: Extent::new(
+                self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start),
+                ctx.b_ex.len,
+            ),
             source,
             goal: ctx.g_ex,
             found: ctx.f_ex.as_group_extent(),
-            criterion: if source == Source::Scan { ctx.cr } else { Criterion::Power2Aligned },
+            criterion: if source == Source::Scan {
+                ctx.cr
+            } else {
+                Criterion::Power2Aligned
+            },
             groups_scanned: ctx.groups_scanned,
             extents_scanned: ctx.found,
             flags: ctx.flags,
@@ -169,14 +229,25 @@ impl Allocator {
         }
         let l = ctx.o_ex.logical;
         if let Some(owner) = owner {
-            if let Some(pa) = owner.covering(l).filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa)) {
+            if let Some(pa) = owner
+                .covering(l)
+                .filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa))
+            {
                 let start = pa.pstart + u64::from(l - pa.lstart);
                 let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
                 let n = (end - start) as u32;
                 let (g, off) = self.geo.locate(start);
-                let ex = Ex { group: g, start: off, len: n, logical: l };
+                let ex = Ex {
+                    group: g,
+                    start: off,
+                    len: n,
+                    logical: l,
+                };
                 if self.disk_range_clear(ex) {
-                    let entry = owner.pas.get_mut(&pa.lstart).expect("covering PA is in the tree");
+                    let entry = owner
+                        .pas
+                        .get_mut(&pa.lstart)
+                        .expect("covering PA is in the tree");
                     entry.free -= n.min(entry.free);
                     if entry.free == 0 {
                         owner.pas.remove(&pa.lstart);
@@ -185,7 +256,12 @@ impl Allocator {
                     ctx.f_ex = ex;
                     ctx.status = Status::Found;
                     self.mark_diskspace_used(ex)?;
-                    return Ok(Some(self.answer(ctx, Source::Prealloc, None, Some(PaKind::Inode))));
+                    return Ok(Some(self.answer(
+                        ctx,
+                        Source::Prealloc,
+                        None,
+                        Some(PaKind::Inode),
+                    )));
                 }
                 // Part of this PA was handed out already (the owner reused a logical range
                 // without discarding): retire the PA rather than give a block twice.
@@ -198,7 +274,12 @@ impl Allocator {
             if let Some((b, i)) = lg.best_for(ctx.o_ex.len, goal) {
                 let mut pa = lg.lists[b].remove(i);
                 let (g, off) = self.geo.locate(pa.pstart);
-                let ex = Ex { group: g, start: off, len: ctx.o_ex.len, logical: ctx.o_ex.logical };
+                let ex = Ex {
+                    group: g,
+                    start: off,
+                    len: ctx.o_ex.len,
+                    logical: ctx.o_ex.logical,
+                };
                 ctx.b_ex = ex;
                 ctx.f_ex = ex;
                 ctx.status = Status::Found;
@@ -210,7 +291,12 @@ impl Allocator {
                         self.release_group_pa(&t);
                     }
                 }
-                return Ok(Some(self.answer(ctx, Source::Prealloc, None, Some(PaKind::Group))));
+                return Ok(Some(self.answer(
+                    ctx,
+                    Source::Prealloc,
+                    None,
+                    Some(PaKind::Group),
+                )));
             }
         }
         Ok(None)
@@ -223,7 +309,9 @@ impl Allocator {
         }
         let start = pa.pstart + u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
         self.geo.block_of(ctx.g_ex.group, ctx.goal_start()) == start
-            && u64::from(ctx.g_ex.len) <= u64::from(pa.len).saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
+            && u64::from(ctx.g_ex.len)
+                <= u64::from(pa.len)
+                    .saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
     }
 
     /// `ext4_mb_new_inode_pa`: keep the surplus of a normalised allocation for the owner.
@@ -243,15 +331,30 @@ impl Allocator {
             };
         }
         let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
-        let mut pa = InodePa { pstart, lstart: ctx.b_ex.logical, len: ctx.b_ex.len, free: ctx.b_ex.len };
+        let mut pa = InodePa {
+            pstart,
+            lstart: ctx.b_ex.logical,
+            len: ctx.b_ex.len,
+            free: ctx.b_ex.len,
+        };
         add(&self.stats.preallocated, u64::from(pa.len));
-        let created = NewPa { kind: PaKind::Inode, pstart, lstart: u64::from(pa.lstart), len: pa.len };
+        let created = NewPa {
+            kind: PaKind::Inode,
+            pstart,
+            lstart: u64::from(pa.lstart),
+            len: pa.len,
+        };
         // ext4_mb_use_inode_pa: carve the request out of it.
         let l = ctx.o_ex.logical;
         let start = pa.pstart + u64::from(l - pa.lstart);
         let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
         let (g, off) = self.geo.locate(start);
-        ctx.b_ex = Ex { group: g, start: off, len: (end - start) as u32, logical: l };
+        ctx.b_ex = Ex {
+            group: g,
+            start: off,
+            len: (end - start) as u32,
+            logical: l,
+        };
         pa.free -= ctx.b_ex.len;
         if pa.free > 0 {
             owner.pas.insert(pa.lstart, pa);
@@ -262,10 +365,18 @@ impl Allocator {
     /// `ext4_mb_new_group_pa`: keep the surplus for the CPU's locality group.
     fn new_group_pa(&self, ctx: &mut Ctx, lg: &mut LocalityGroup) -> NewPa {
         let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
-        let created = NewPa { kind: PaKind::Group, pstart, lstart: pstart, len: ctx.b_ex.len };
+        let created = NewPa {
+            kind: PaKind::Group,
+            pstart,
+            lstart: pstart,
+            len: ctx.b_ex.len,
+        };
         add(&self.stats.preallocated, u64::from(ctx.b_ex.len));
         let used = ctx.o_ex.len;
-        let rest = GroupPa { pstart: pstart + u64::from(used), len: ctx.b_ex.len - used };
+        let rest = GroupPa {
+            pstart: pstart + u64::from(used),
+            len: ctx.b_ex.len - used,
+        };
         ctx.b_ex.len = used;
         ctx.b_ex.logical = ctx.o_ex.logical;
         for t in lg.add_n_trim(rest) {
@@ -277,7 +388,9 @@ impl Allocator {
     /// Whether `ex` is clear in its group's on-disk bitmap.
     fn disk_range_clear(&self, ex: Ex) -> bool {
         let st = self.groups[ex.group as usize].lock.lock();
-        st.loaded.as_ref().is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len))
+        st.loaded
+            .as_ref()
+            .is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len))
     }
 
     /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk.
@@ -285,15 +398,27 @@ impl Allocator {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
         let Some(l) = st.loaded.as_mut() else {
-            return Err(Error::CorruptGroup { group: ex.group, reason: "allocation from an unloaded group".into() });
+            return Err(Error::CorruptGroup {
+                group: ex.group,
+                reason: "allocation from an unloaded group".into(),
+            });
         };
-        if !l.disk.all_clear(ex.start, ex.start + ex.len) || !l.buddy.bitmap().all_set(ex.start, ex.start + ex.len) {
+        if !l.disk.all_clear(ex.start, ex.start + ex.len)
+            || !l.buddy.bitmap().all_set(ex.start, ex.start + ex.len)
+        {
             grp.set_flag(crate::group::state::BBITMAP_CORRUPT);
-            return Err(Error::CorruptGroup { group: ex.group, reason: format!("allocated [{}, +{}) overlaps blocks in use", ex.start, ex.len) });
+            return Err(Error::CorruptGroup {
+                group: ex.group,
+                reason: format!(
+                    "allocated [{}, +{}) overlaps blocks in use",
+                    ex.start, ex.len
+                ),
+            });
         }
         l.disk.set_range(ex.start, ex.start + ex.len);
         st.desc_free -= ex.len;
-        self.free_blocks.fetch_sub(i64::from(ex.len), Ordering::Relaxed);
+        self.free_blocks
+            .fetch_sub(i64::from(ex.len), Ordering::Relaxed);
         Ok(())
     }
 

@@ -29,7 +29,11 @@ pub fn group_or_file(ctx: &mut Ctx, geo: &Geometry, fs_busy: bool) -> bool {
         group_pa = false;
     }
     if !group_pa {
-        ctx.flags |= if inode_pa { Flags::STREAM_ALLOC } else { Flags::HINT_NOPREALLOC };
+        ctx.flags |= if inode_pa {
+            Flags::STREAM_ALLOC
+        } else {
+            Flags::HINT_NOPREALLOC
+        };
         return false;
     }
     ctx.flags |= Flags::HINT_GROUP_ALLOC;
@@ -162,10 +166,16 @@ mod tests {
         assert_eq!(win(10 * K * K, 0, 2048), (0, 8 * K * K));
         assert_eq!(win(1 << 34, 5000, 32767), (16 * K * K, 8 * K * K));
         // A 32 MiB maximum window (seed 004) keeps the 8 MiB alignment of the patch.
-        assert_eq!(window(1 << 34, 5000, 32767, 12, 32 * K * K), (16 * K * K, 32 * K * K));
+        assert_eq!(
+            window(1 << 34, 5000, 32767, 12, 32 * K * K),
+            (16 * K * K, 32 * K * K)
+        );
         // 1 KiB blocks: max = 2048 → everything above 1 MiB takes the 2 MiB window.
         assert_eq!(window(100 * K * K, 0, 1, 10, 8 * K * K), (0, 2 * K * K));
         // 64 KiB blocks: only the size tests apply; large requests are not widened.
-        assert_eq!(window(100 * K * K, 10, 300, 16, 8 * K * K), (10 << 16, 300 << 16));
+        assert_eq!(
+            window(100 * K * K, 10, 300, 16, 8 * K * K),
+            (10 << 16, 300 << 16)
+        );
     }
 }

@@ -68,7 +68,9 @@ pub struct OwnerTable {
 
 impl OwnerTable {
     pub fn new() -> Self {
-        OwnerTable { shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect() }
+        OwnerTable {
+            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
     }
     fn shard(&self, owner: u64) -> &Mutex<HashMap<u64, Arc<Mutex<OwnerPas>>>> {
         &self.shards[(owner.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize]
@@ -91,7 +93,12 @@ impl OwnerTable {
     pub fn all(&self) -> Vec<(u64, Arc<Mutex<OwnerPas>>)> {
         self.shards
             .iter()
-            .flat_map(|s| s.lock().iter().map(|(&o, p)| (o, p.clone())).collect::<Vec<_>>())
+            .flat_map(|s| {
+                s.lock()
+                    .iter()
+                    .map(|(&o, p)| (o, p.clone()))
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 }
@@ -146,7 +153,10 @@ impl LocalityGroup {
     pub fn add_n_trim(&mut self, pa: GroupPa) -> Vec<GroupPa> {
         let b = bucket(pa.len);
         let list = &mut self.lists[b];
-        let pos = list.iter().position(|t| pa.len < t.len).unwrap_or(list.len());
+        let pos = list
+            .iter()
+            .position(|t| pa.len < t.len)
+            .unwrap_or(list.len());
         list.insert(pos, pa);
         let mut total = list.len();
         let mut trimmed = Vec::new();
@@ -170,10 +180,6 @@ impl LocalityGroup {
     pub fn take_all(&mut self) -> Vec<GroupPa> {
         self.lists.iter_mut().flat_map(std::mem::take).collect()
     }
-
-    pub fn count(&self) -> usize {
-        self.lists.iter().map(Vec::len).sum()
-    }
 }
 
 #[cfg(test)]
@@ -183,8 +189,24 @@ mod tests {
     #[test]
     fn covering_is_the_predecessor_only() {
         let mut o = OwnerPas::default();
-        o.pas.insert(0, InodePa { pstart: 1000, lstart: 0, len: 128, free: 128 });
-        o.pas.insert(256, InodePa { pstart: 5000, lstart: 256, len: 64, free: 64 });
+        o.pas.insert(
+            0,
+            InodePa {
+                pstart: 1000,
+                lstart: 0,
+                len: 128,
+                free: 128,
+            },
+        );
+        o.pas.insert(
+            256,
+            InodePa {
+                pstart: 5000,
+                lstart: 256,
+                len: 64,
+                free: 64,
+            },
+        );
         assert_eq!(o.covering(100).map(|p| p.pstart), Some(1000));
         assert_eq!(o.covering(128), None);
         assert_eq!(o.covering(300).map(|p| p.pstart), Some(5000));
@@ -194,9 +216,18 @@ mod tests {
     #[test]
     fn group_pa_choice_by_distance() {
         let mut lg = LocalityGroup::default();
-        lg.add_n_trim(GroupPa { pstart: 100, len: 300 });
-        lg.add_n_trim(GroupPa { pstart: 5000, len: 500 });
-        lg.add_n_trim(GroupPa { pstart: 9000, len: 3 });
+        lg.add_n_trim(GroupPa {
+            pstart: 100,
+            len: 300,
+        });
+        lg.add_n_trim(GroupPa {
+            pstart: 5000,
+            len: 500,
+        });
+        lg.add_n_trim(GroupPa {
+            pstart: 9000,
+            len: 3,
+        });
         assert_eq!(lg.best_for(4, 4000), Some((8, 1)));
         assert_eq!(lg.best_for(4, 0), Some((8, 0)));
         assert_eq!(lg.best_for(400, 0), Some((8, 1)));
@@ -207,9 +238,17 @@ mod tests {
     fn trims_buckets_past_eight_keeping_the_new_one() {
         let mut lg = LocalityGroup::default();
         for i in 0..8 {
-            assert!(lg.add_n_trim(GroupPa { pstart: i * 1000, len: 300 + i as u32 }).is_empty());
+            assert!(lg
+                .add_n_trim(GroupPa {
+                    pstart: i * 1000,
+                    len: 300 + i as u32
+                })
+                .is_empty());
         }
-        let trimmed = lg.add_n_trim(GroupPa { pstart: 99_000, len: 256 });
+        let trimmed = lg.add_n_trim(GroupPa {
+            pstart: 99_000,
+            len: 256,
+        });
         assert_eq!(trimmed.len(), 4);
         assert_eq!(lg.lists[8].len(), 5);
         assert!(lg.lists[8].iter().any(|p| p.pstart == 99_000));

@@ -67,8 +67,11 @@ impl BitAnd for Flags {
 
 impl fmt::Debug for Flags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> =
-            Flags::NAMES.iter().filter(|(b, _)| self.contains(*b)).map(|&(_, n)| n).collect();
+        let names: Vec<&str> = Flags::NAMES
+            .iter()
+            .filter(|(b, _)| self.contains(*b))
+            .map(|&(_, n)| n)
+            .collect();
         if names.is_empty() {
             write!(f, "0")
         } else {

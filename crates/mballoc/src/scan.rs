@@ -27,14 +27,20 @@ impl Allocator {
         if let Some(g) = self.try_lock_group(grp) {
             return g;
         }
-        let _ = self.lock_busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some((v + 1).min(MAX_CONTENTION)));
+        let _ = self
+            .lock_busy
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                Some((v + 1).min(MAX_CONTENTION))
+            });
         grp.lock.lock()
     }
 
     /// `ext4_try_lock_group`: success lowers `s_lock_busy`, failure leaves it.
     pub(crate) fn try_lock_group<'a>(&self, grp: &'a Group) -> Option<MutexGuard<'a, GroupState>> {
         let g = grp.lock.try_lock()?;
-        let _ = self.lock_busy.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+        let _ = self
+            .lock_busy
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
         Some(g)
     }
 
@@ -115,7 +121,10 @@ impl Allocator {
         match cr {
             Criterion::Power2Aligned => {
                 let flex = self.geo.flex_bg_size();
-                if ctx.flags.contains(Flags::HINT_DATA) && flex >= FLEX_SIZE_DIR_ALLOC_SCHEME && grp.no % flex == 0 {
+                if ctx.flags.contains(Flags::HINT_DATA)
+                    && flex >= FLEX_SIZE_DIR_ALLOC_SCHEME
+                    && grp.no % flex == 0
+                {
                     return false;
                 }
                 if free < ctx.g_ex.len {
@@ -159,7 +168,12 @@ impl Allocator {
             };
             ctx.found += 1;
             ctx.cx_found[ctx.cr.index()] += 1;
-            ctx.b_ex = Ex { group: grp.no, start: k, len: 1 << order, logical: 0 };
+            ctx.b_ex = Ex {
+                group: grp.no,
+                start: k,
+                len: 1 << order,
+                logical: 0,
+            };
             self.use_best_found(ctx, grp, st);
             bump(&self.stats.two_order_hits);
             return;
@@ -176,12 +190,19 @@ impl Allocator {
         while i < bpg {
             let hit = st.loaded.as_ref().and_then(|l| {
                 let s = i as u32;
-                (l.buddy.is_free(s)).then(|| l.buddy.find_extent(s, stripe as u32)).filter(|&m| u64::from(m) >= stripe)
+                (l.buddy.is_free(s))
+                    .then(|| l.buddy.find_extent(s, stripe as u32))
+                    .filter(|&m| u64::from(m) >= stripe)
             });
             if let Some(max) = hit {
                 ctx.found += 1;
                 ctx.cx_found[ctx.cr.index()] += 1;
-                ctx.b_ex = Ex { group: grp.no, start: i as u32, len: max, logical: 0 };
+                ctx.b_ex = Ex {
+                    group: grp.no,
+                    start: i as u32,
+                    len: max,
+                    logical: 0,
+                };
                 self.use_best_found(ctx, grp, st);
                 return;
             }
@@ -214,7 +235,15 @@ impl Allocator {
                 grp.set_flag(state::BBITMAP_CORRUPT);
                 break;
             }
-            if self.measure_extent(ctx, Ex { group: grp.no, start: i, len, logical: 0 }) {
+            if self.measure_extent(
+                ctx,
+                Ex {
+                    group: grp.no,
+                    start: i,
+                    len,
+                    logical: 0,
+                },
+            ) {
                 self.use_best_found(ctx, grp, st);
             }
             i += len;
@@ -294,13 +323,19 @@ impl Allocator {
             return Ok(());
         }
         if let Err(e) = self.load_group(grp.no) {
-            return if ctx.flags.contains(Flags::HINT_GOAL_ONLY) { Err(e) } else { Ok(()) };
+            return if ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
+                Err(e)
+            } else {
+                Ok(())
+            };
         }
         let mut st = self.lock_group(grp);
         if grp.is_corrupt() {
             return Ok(());
         }
-        let Some(l) = st.loaded.as_ref() else { return Ok(()) };
+        let Some(l) = st.loaded.as_ref() else {
+            return Ok(());
+        };
         let start = ctx.goal_start();
         let max = l.buddy.find_extent(start, ctx.g_ex.len);
         let stripe = ctx.tun.stripe;
@@ -311,7 +346,12 @@ impl Allocator {
         };
         if accept {
             ctx.found += 1;
-            ctx.b_ex = Ex { group: grp.no, start, len: max, logical: 0 };
+            ctx.b_ex = Ex {
+                group: grp.no,
+                start,
+                len: max,
+                logical: 0,
+            };
             self.use_best_found(ctx, grp, &mut st);
         }
         Ok(())

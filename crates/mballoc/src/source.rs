@@ -32,8 +32,15 @@ impl MemSource {
             if len == 0 {
                 continue;
             }
-            if start.checked_add(len).is_none_or(|e| e > geo.blocks_count()) {
-                return Err(Error::UsedRangeOutOfRange { start, len, blocks_count: geo.blocks_count() });
+            if start
+                .checked_add(len)
+                .is_none_or(|e| e > geo.blocks_count())
+            {
+                return Err(Error::UsedRangeOutOfRange {
+                    start,
+                    len,
+                    blocks_count: geo.blocks_count(),
+                });
             }
             // Blocks before the first data block (the 1 KiB boot block) belong to no group.
             let (mut s, end) = (start.max(geo.first_data_block()), start + len);
@@ -44,7 +51,11 @@ impl MemSource {
                 s += u64::from(n);
             }
         }
-        Ok(MemSource { geo, used: per_group, load_cost: Duration::ZERO })
+        Ok(MemSource {
+            geo,
+            used: per_group,
+            load_cost: Duration::ZERO,
+        })
     }
 
     /// Charges `cost` of busy time per bitmap read (a stand-in for disk latency).
@@ -65,7 +76,9 @@ impl MemSource {
 
 impl BitmapSource for MemSource {
     fn descriptor_free(&self, group: u32) -> u32 {
-        self.bitmap(group).count_ones(0, self.geo.blocks_per_group()).abs_diff(self.geo.blocks_per_group())
+        self.bitmap(group)
+            .count_ones(0, self.geo.blocks_per_group())
+            .abs_diff(self.geo.blocks_per_group())
     }
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error> {
         if !self.load_cost.is_zero() {

@@ -105,7 +105,12 @@ impl Stats {
             commits: l(&self.commits),
             cr: std::array::from_fn(|i| {
                 let c = &self.cr[i];
-                [l(&c.hits), l(&c.groups_considered), l(&c.extents_scanned), l(&c.useless_loops)]
+                [
+                    l(&c.hits),
+                    l(&c.groups_considered),
+                    l(&c.extents_scanned),
+                    l(&c.useless_loops),
+                ]
             }),
             groups,
         }
@@ -120,7 +125,13 @@ impl StatsSnapshot {
         let _ = writeln!(s, "\treqs: {}", self.reqs);
         let _ = writeln!(s, "\tsuccess: {}", self.success);
         let _ = writeln!(s, "\tgroups_scanned: {}", self.groups_scanned);
-        let names = ["cr_p2_aligned_stats", "cr_goal_fast_stats", "cr_best_avail_stats", "cr_goal_slow_stats", "cr_any_free_stats"];
+        let names = [
+            "cr_p2_aligned_stats",
+            "cr_goal_fast_stats",
+            "cr_best_avail_stats",
+            "cr_goal_slow_stats",
+            "cr_any_free_stats",
+        ];
         for (name, c) in names.iter().zip(self.cr.iter()) {
             let _ = writeln!(s, "\t{name}:");
             let _ = writeln!(s, "\t\thits: {}", c[0]);
@@ -135,7 +146,11 @@ impl StatsSnapshot {
         let _ = writeln!(s, "\t\t2^n_hits: {}", self.two_order_hits);
         let _ = writeln!(s, "\t\tbreaks: {}", self.breaks);
         let _ = writeln!(s, "\t\tlost: {}", self.lost);
-        let _ = writeln!(s, "\tbuddies_generated: {}/{}", self.buddies_generated, self.groups);
+        let _ = writeln!(
+            s,
+            "\tbuddies_generated: {}/{}",
+            self.buddies_generated, self.groups
+        );
         let _ = writeln!(s, "\tpreallocated: {}", self.preallocated);
         let _ = writeln!(s, "\tdiscarded: {}", self.discarded);
         let _ = writeln!(s, "\tbitmap_loads: {}", self.bitmap_loads);
@@ -168,7 +183,11 @@ pub struct GroupSnapshot {
 pub fn mb_groups_text(groups: &[GroupSnapshot]) -> String {
     let mut s = String::from("#group: free  frags first [ 2^0   2^1   2^2   2^3   2^4   2^5   2^6   2^7   2^8   2^9   2^10  2^11  2^12  2^13  ]\n");
     for g in groups {
-        let _ = write!(s, "#{:<5}: {:<5} {:<5} {:<5} [", g.group, g.free, g.fragments, g.first_free);
+        let _ = write!(
+            s,
+            "#{:<5}: {:<5} {:<5} {:<5} [",
+            g.group, g.free, g.fragments, g.first_free
+        );
         for i in 0..14 {
             let _ = write!(s, " {:<5}", g.counters.get(i).copied().unwrap_or(0));
         }

@@ -144,7 +144,10 @@ impl Tunables {
             "mb_group_prealloc" => {
                 let v = uint()?;
                 if v > geo.blocks_per_group() {
-                    return Err(bad(format!("0 ..= {} (clusters per group)", geo.blocks_per_group())));
+                    return Err(bad(format!(
+                        "0 ..= {} (clusters per group)",
+                        geo.blocks_per_group()
+                    )));
                 }
                 self.mb_group_prealloc = v;
             }
@@ -174,7 +177,10 @@ impl Tunables {
             "nr_global_goals" => {
                 let v = uint()?;
                 if v == 0 || v > geo.group_count() {
-                    return Err(bad(format!("1 ..= {} (the group count)", geo.group_count())));
+                    return Err(bad(format!(
+                        "1 ..= {} (the group count)",
+                        geo.group_count()
+                    )));
                 }
                 self.nr_global_goals = v;
             }
@@ -183,9 +189,9 @@ impl Tunables {
             "mb_max_prealloc_kb" => {
                 // The seed's mb_max_prealloc_kb_store: at least 8192, rounded up to a power of 2.
                 let v = uint()?.max(8192);
-                self.mb_max_prealloc_kb = v
-                    .checked_next_power_of_two()
-                    .ok_or_else(|| bad("8192 ..= 2^31 KiB (rounded up to a power of two)".into()))?;
+                self.mb_max_prealloc_kb = v.checked_next_power_of_two().ok_or_else(|| {
+                    bad("8192 ..= 2^31 KiB (rounded up to a power of two)".into())
+                })?;
             }
             "size_classes" => self.size_classes = boolean()?,
             _ => {

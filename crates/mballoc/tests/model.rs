@@ -28,7 +28,10 @@ impl Model {
                 blocks[b as usize] = B::Used(0);
             }
         }
-        Model { blocks, live: Vec::new() }
+        Model {
+            blocks,
+            live: Vec::new(),
+        }
     }
     fn count(&self, f: impl Fn(B) -> bool) -> u64 {
         self.blocks.iter().filter(|&&b| f(b)).count() as u64
@@ -37,11 +40,25 @@ impl Model {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Alloc { owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64 },
-    Free { pick: usize, trim: u32 },
+    Alloc {
+        owner: u64,
+        logical: u32,
+        len: u32,
+        kind: u8,
+        cpu: u32,
+        goal: u64,
+    },
+    Free {
+        pick: usize,
+        trim: u32,
+    },
     Commit,
-    Discard { owner: u64 },
-    DoubleFree { pick: usize },
+    Discard {
+        owner: u64,
+    },
+    DoubleFree {
+        pick: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -59,7 +76,9 @@ fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) ->
         0 => len % 8 + 1, // small file: locality group
         _ => len,
     };
-    let r = Request::new(owner, logical, len).with_cpu(cpu).with_goal(goal);
+    let r = Request::new(owner, logical, len)
+        .with_cpu(cpu)
+        .with_goal(goal);
     match kind {
         0 => r.with_i_size(u64::from(logical + len) * 4096),
         1 => r.with_i_size(u64::from(logical + len) * 4096 + 12_345),
@@ -85,23 +104,44 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
         }
         _ => {}
     }
-    let a = Allocator::builder(geo).used(&used).tunables(t).cpus(2).lazy(policy == "proposed").build().unwrap();
+    let a = Allocator::builder(geo)
+        .used(&used)
+        .tunables(t)
+        .cpus(2)
+        .lazy(policy == "proposed")
+        .build()
+        .unwrap();
     let mut m = Model::new(&geo, &used);
     for op in ops {
         match op {
-            Op::Alloc { owner, logical, len, kind, cpu, goal } => {
+            Op::Alloc {
+                owner,
+                logical,
+                len,
+                kind,
+                cpu,
+                goal,
+            } => {
                 let req = request(owner, logical, len, kind, cpu, goal);
                 match a.allocate(&req) {
                     Ok(got) => {
                         let e = got.extent;
                         prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
                         for b in e.start..e.end() {
-                            prop_assert_eq!(m.blocks[b as usize], B::Free, "block {} handed out while {:?}", b, m.blocks[b as usize]);
+                            prop_assert_eq!(
+                                m.blocks[b as usize],
+                                B::Free,
+                                "block {} handed out while {:?}",
+                                b,
+                                m.blocks[b as usize]
+                            );
                             m.blocks[b as usize] = B::Used(owner);
                         }
                         m.live.push((owner, e));
                     }
-                    Err(Error::NoSpace { .. }) => prop_assert!(m.count(|b| b == B::Free) < u64::from(req.len)),
+                    Err(Error::NoSpace { .. }) => {
+                        prop_assert!(m.count(|b| b == B::Free) < u64::from(req.len))
+                    }
                     Err(e) => prop_assert!(false, "unexpected error {e}"),
                 }
             }
@@ -116,7 +156,8 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     e = Extent::new(e.start + u64::from(e.len - trim), trim);
                     m.live.push((owner, head));
                 }
-                a.free(owner, e).map_err(|err| TestCaseError::fail(err.to_string()))?;
+                a.free(owner, e)
+                    .map_err(|err| TestCaseError::fail(err.to_string()))?;
                 for b in e.start..e.end() {
                     m.blocks[b as usize] = B::Pending;
                 }
@@ -133,9 +174,17 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 a.discard_preallocations(owner);
             }
             Op::DoubleFree { pick } => {
-                let Some(b) = (0..m.blocks.len()).map(|i| (i + pick) % m.blocks.len()).find(|&i| m.blocks[i] != B::Used(0) && !matches!(m.blocks[i], B::Used(_))) else { continue };
+                let Some(b) = (0..m.blocks.len())
+                    .map(|i| (i + pick) % m.blocks.len())
+                    .find(|&i| m.blocks[i] != B::Used(0) && !matches!(m.blocks[i], B::Used(_)))
+                else {
+                    continue;
+                };
                 let err = a.free(1, Extent::new(b as u64, 1));
-                prop_assert!(matches!(err, Err(Error::NotAllocated { block, .. }) if block == b as u64), "{err:?}");
+                prop_assert!(
+                    matches!(err, Err(Error::NotAllocated { block, .. }) if block == b as u64),
+                    "{err:?}"
+                );
             }
         }
         prop_assert!(a.check_consistency().is_ok(), "{:?}", a.check_consistency());
@@ -162,7 +211,11 @@ proptest! {
 #[test]
 fn fills_to_the_last_block() {
     let geo = Geometry::new(4096, 32768, 2 * 32768, 0, 16).unwrap();
-    let a = Allocator::builder(geo).used(&[(0, 100)]).cpus(2).build().unwrap();
+    let a = Allocator::builder(geo)
+        .used(&[(0, 100)])
+        .cpus(2)
+        .build()
+        .unwrap();
     let mut got = 0u64;
     for i in 0.. {
         let req = Request::new(10 + i % 7, (i as u32 % 50) * 100, 700).with_i_size(1 << 30);
@@ -183,16 +236,37 @@ fn fills_to_the_last_block() {
 fn bad_input_is_a_clear_error() {
     let geo = Geometry::ext4_default(1 << 30).unwrap();
     let a = Allocator::new(geo, &[(0, 1000)]).unwrap();
-    assert!(matches!(a.allocate(&Request::new(1, 0, 0)), Err(Error::ZeroLength { owner: 1 })));
-    assert!(matches!(a.allocate(&Request::new(1, 0, 1).with_goal(1 << 40)), Err(Error::GoalOutOfRange { .. })));
-    assert!(matches!(a.allocate(&Request::new(1, 5, 1).with_left(9, 100)), Err(Error::InvalidRequest { .. })));
-    assert!(matches!(a.free(1, Extent::new(1 << 40, 1)), Err(Error::OutOfRange { .. })));
-    assert!(matches!(a.free(1, Extent::new(5000, 10)), Err(Error::NotAllocated { block: 5000, .. })));
+    assert!(matches!(
+        a.allocate(&Request::new(1, 0, 0)),
+        Err(Error::ZeroLength { owner: 1 })
+    ));
+    assert!(matches!(
+        a.allocate(&Request::new(1, 0, 1).with_goal(1 << 40)),
+        Err(Error::GoalOutOfRange { .. })
+    ));
+    assert!(matches!(
+        a.allocate(&Request::new(1, 5, 1).with_left(9, 100)),
+        Err(Error::InvalidRequest { .. })
+    ));
+    assert!(matches!(
+        a.free(1, Extent::new(1 << 40, 1)),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        a.free(1, Extent::new(5000, 10)),
+        Err(Error::NotAllocated { block: 5000, .. })
+    ));
     let x = a.allocate(&Request::new(1, 0, 8)).unwrap().extent;
     a.free(1, x).unwrap();
-    assert!(matches!(a.free(1, x), Err(Error::NotAllocated { .. })), "double free");
+    assert!(
+        matches!(a.free(1, x), Err(Error::NotAllocated { .. })),
+        "double free"
+    );
     assert!(a.set_tunable("mb_group_prealloc", "40000").is_err());
-    assert!(matches!(a.set_tunable("bogus", "1"), Err(Error::UnknownTunable { .. })));
+    assert!(matches!(
+        a.set_tunable("bogus", "1"),
+        Err(Error::UnknownTunable { .. })
+    ));
     a.check_consistency().unwrap();
     assert!(a.allocate(&Request::new(2, 0, 8)).is_ok());
 }
@@ -206,7 +280,10 @@ fn no_reuse_before_commit() {
     let all = a.allocate(&req).unwrap().extent;
     assert_eq!(all.len, 32768);
     a.free(1, all).unwrap();
-    assert!(matches!(a.allocate(&Request::new(2, 0, 1)), Err(Error::NoSpace { pending: 32768, .. })));
+    assert!(matches!(
+        a.allocate(&Request::new(2, 0, 1)),
+        Err(Error::NoSpace { pending: 32768, .. })
+    ));
     a.commit();
     assert!(a.allocate(&Request::new(2, 0, 1)).is_ok());
 }
@@ -217,8 +294,16 @@ fn threads_never_share_a_block() {
     let geo = Geometry::ext4_default(1 << 30).unwrap();
     let mut t = Tunables::for_geometry(&geo, 4);
     t.mb_optimize_scan = true;
-    let a = Arc::new(Allocator::builder(geo).used(&[(0, 5000)]).tunables(t).cpus(4).build().unwrap());
-    let owners: Arc<Vec<AtomicU8>> = Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
+    let a = Arc::new(
+        Allocator::builder(geo)
+            .used(&[(0, 5000)])
+            .tunables(t)
+            .cpus(4)
+            .build()
+            .unwrap(),
+    );
+    let owners: Arc<Vec<AtomicU8>> =
+        Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
     let handles: Vec<_> = (0..4u64)
         .map(|th| {
             let (a, owners) = (a.clone(), owners.clone());
@@ -231,12 +316,16 @@ fn threads_never_share_a_block() {
                     if let Ok(x) = a.allocate(&req) {
                         for b in x.extent.start..x.extent.end() {
                             let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
-                            assert_eq!(prev, 0, "block {b} handed to thread {th} while held by {prev}");
+                            assert_eq!(
+                                prev, 0,
+                                "block {b} handed to thread {th} while held by {prev}"
+                            );
                         }
                         live.push((owner, x.extent));
                     }
                     if i % 3 == 0 && !live.is_empty() {
-                        let (o, e): (u64, Extent) = live.swap_remove((i as usize * 13) % live.len());
+                        let (o, e): (u64, Extent) =
+                            live.swap_remove((i as usize * 13) % live.len());
                         for b in e.start..e.end() {
                             owners[b as usize].store(0, Ordering::SeqCst);
                         }

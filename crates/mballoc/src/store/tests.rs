@@ -328,7 +328,10 @@ fn sixteen_tib_store_opens_fast() {
     let t = Instant::now();
     let s = FileStore::open(&path).unwrap();
     let took = t.elapsed();
-    eprintln!("16 TiB store ({} groups) opened in {took:?}", g.group_count());
+    eprintln!(
+        "16 TiB store ({} groups) opened in {took:?}",
+        g.group_count()
+    );
     assert!(took < Duration::from_millis(500), "open took {took:?}");
     assert_eq!(s.descriptor(0).unwrap().free, 0);
     assert_eq!(s.descriptor(131071).unwrap().free, 32768);
