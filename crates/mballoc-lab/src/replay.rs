@@ -191,7 +191,7 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
             let off = (s - geo.group_first_block(fg.group)) as u32;
             kernel_free.set_range(off, off + l as u32);
         }
-        // A block differs when it is free in both or used in both views' complement.
+        // `disk` marks used blocks, `kernel_free` free ones: equal bits mean the views disagree.
         for b in 0..len {
             if disk.get(b) == kernel_free.get(b) {
                 diff += 1;

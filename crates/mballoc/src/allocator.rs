@@ -207,13 +207,8 @@ impl Allocator {
 
     /// One group's state (loads its bitmap if needed, like reading `mb_groups`).
     pub fn group(&self, g: u32) -> Result<GroupSnapshot, Error> {
-        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
-            group: g,
-            groups: self.geo.group_count(),
-        })?;
-        self.load_group(g)?;
-        let st = grp.lock.lock();
-        let l = st.loaded.as_ref().expect("loaded above");
+        let (grp, st) = self.loaded_group(g)?;
+        let l = st.loaded.as_ref().expect("loaded by loaded_group");
         Ok(GroupSnapshot {
             group: g,
             free: l.buddy.free(),
@@ -262,13 +257,21 @@ impl Allocator {
     }
 
     fn with_loaded<T>(&self, g: u32, f: impl FnOnce(&Loaded) -> T) -> Result<T, Error> {
+        let (_, st) = self.loaded_group(g)?;
+        Ok(f(st.loaded.as_ref().expect("loaded by loaded_group")))
+    }
+
+    /// Group `g`, loaded and locked; an unknown group number is an error.
+    fn loaded_group(
+        &self,
+        g: u32,
+    ) -> Result<(&Group, parking_lot::MutexGuard<'_, GroupState>), Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,
             groups: self.geo.group_count(),
         })?;
         self.load_group(g)?;
-        let st = grp.lock.lock();
-        Ok(f(st.loaded.as_ref().expect("loaded above")))
+        Ok((grp, grp.lock.lock()))
     }
 
     /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`).
