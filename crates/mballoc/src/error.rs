@@ -62,6 +62,9 @@ pub enum Error {
     #[error("unknown tunable {name:?}; valid names: {valid}")]
     UnknownTunable { name: String, valid: String },
 
+    #[error("unknown policy {name:?}; valid policies: {valid}")]
+    UnknownPolicy { name: String, valid: String },
+
     #[error("bad value {value:?} for {name}: allowed {allowed}")]
     InvalidTunable {
         name: String,

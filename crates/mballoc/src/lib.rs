@@ -18,6 +18,7 @@ mod group;
 mod index;
 mod new_blocks;
 mod normalize;
+pub mod policy;
 mod prealloc;
 pub mod request;
 mod scan;
@@ -29,6 +30,7 @@ pub mod tunables;
 pub use allocator::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::Geometry;
+pub use policy::{apply_settings, Policy};
 pub use request::{
     Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
 };
