@@ -50,6 +50,9 @@ pub struct Allocator {
     pub(crate) cpus: u32,
 }
 
+/// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+pub struct GroupLockHold<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, GroupState>);
+
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
 pub struct Builder {
     geo: Geometry,
@@ -220,7 +223,7 @@ impl Allocator {
             pending: st.pending.iter().map(|p| p.len).sum(),
             desc_free: st.desc_free,
             largest_free_order: l.buddy.largest_free_order(),
-            size_class: st.class,
+            size_class: grp.size_class() as u8,
         })
     }
 
@@ -323,6 +326,12 @@ impl Allocator {
         if optimize_scan && c.old_avg != c.new_avg {
             self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
         }
+        // btrfs_maybe_reset_size_class: a group with no data left loses its class. Classes are
+        // only ever set with `size_classes` on, so this is one load and compare when off.
+        if grp.class.load(Ordering::Relaxed) != 0 && c.free >= grp.baseline_free {
+            grp.class.store(0, Ordering::Relaxed);
+            crate::stats::bump(&self.stats.class_resets);
+        }
     }
 
     /// Checks every loaded group's buddy against a regeneration from its bitmap, and the
@@ -397,6 +406,16 @@ impl Allocator {
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
         &self.lgs[(cpu % self.cpus) as usize]
+    }
+
+    /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
+    /// group would (for tests and the lab's contention experiments, seed 001).
+    pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
+            group: g,
+            groups: self.geo.group_count(),
+        })?;
+        Ok(GroupLockHold(grp.lock.lock()))
     }
 
     /// Owners that currently hold inode preallocations, with their count.

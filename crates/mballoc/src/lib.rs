@@ -21,6 +21,7 @@ mod normalize;
 pub mod policy;
 mod prealloc;
 pub mod request;
+pub mod size_class;
 mod scan;
 pub mod source;
 pub mod stats;
@@ -34,6 +35,7 @@ pub use policy::{apply_settings, Policy};
 pub use request::{
     Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
 };
+pub use size_class::SizeClass;
 pub use source::{BitmapSource, MemSource};
 pub use stats::{GroupSnapshot, StatsSnapshot};
 pub use tunables::{KernelFlavor, Tunables};
