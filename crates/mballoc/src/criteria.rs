@@ -363,7 +363,10 @@ impl Allocator {
                 if test_before_set {
                     bump(&self.stats.prefetch_desc_lookups);
                 }
-                if grp.bb_free() > 0 && self.load_group(g).is_ok() {
+                // Submit the read and go on; the buddy is built later (prefetch_fini or on
+                // demand) from the finished buffer.
+                if grp.bb_free() > 0 && self.readahead.submit(g) {
+                    bump(&self.stats.bitmap_loads);
                     bump(&self.stats.prefetch_loads);
                     add(&self.stats.prefetch_ios, 1);
                     *ios += 1;

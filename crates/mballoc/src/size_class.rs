@@ -130,14 +130,24 @@ mod tests {
         assert_eq!(SizeClass::of_bytes(131_073), SizeClass::Medium);
         assert_eq!(SizeClass::of_bytes(8_388_608), SizeClass::Medium);
         assert_eq!(SizeClass::of_bytes(8_388_609), SizeClass::Large);
-        for c in [SizeClass::None, SizeClass::Small, SizeClass::Medium, SizeClass::Large] {
+        for c in [
+            SizeClass::None,
+            SizeClass::Small,
+            SizeClass::Medium,
+            SizeClass::Large,
+        ] {
             assert_eq!(SizeClass::from_u8(c as u8), c);
         }
     }
 
     #[test]
     fn stages_partition_the_groups() {
-        let classes = [SizeClass::None, SizeClass::Small, SizeClass::Medium, SizeClass::Large];
+        let classes = [
+            SizeClass::None,
+            SizeClass::Small,
+            SizeClass::Medium,
+            SizeClass::Large,
+        ];
         for want in &classes[1..] {
             for &g in &classes {
                 for empty in [false, true] {

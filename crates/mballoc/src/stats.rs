@@ -29,6 +29,10 @@ pub struct Stats {
     pub buddies_generated: AtomicU64,
     pub bitmap_loads: AtomicU64,
     pub prefetch_loads: AtomicU64,
+    /// Bitmap reads an allocating thread did itself and waited for.
+    pub sync_loads: AtomicU64,
+    /// Loads that found their prefetch read still in flight and waited for it.
+    pub prefetch_waits: AtomicU64,
     pub prefetch_ios: AtomicU64,
     pub prefetch_desc_lookups: AtomicU64,
     pub preallocated: AtomicU64,
@@ -65,6 +69,10 @@ pub struct StatsSnapshot {
     pub buddies_generated: u64,
     pub bitmap_loads: u64,
     pub prefetch_loads: u64,
+    /// Bitmap reads an allocating thread did itself and waited for.
+    pub sync_loads: u64,
+    /// Loads that found their prefetch read still in flight and waited for it.
+    pub prefetch_waits: u64,
     pub prefetch_ios: u64,
     pub prefetch_desc_lookups: u64,
     pub preallocated: u64,
@@ -109,6 +117,8 @@ impl Stats {
             buddies_generated: l(&self.buddies_generated),
             bitmap_loads: l(&self.bitmap_loads),
             prefetch_loads: l(&self.prefetch_loads),
+            sync_loads: l(&self.sync_loads),
+            prefetch_waits: l(&self.prefetch_waits),
             prefetch_ios: l(&self.prefetch_ios),
             prefetch_desc_lookups: l(&self.prefetch_desc_lookups),
             preallocated: l(&self.preallocated),
@@ -174,6 +184,8 @@ impl StatsSnapshot {
         let _ = writeln!(s, "\tdiscarded: {}", self.discarded);
         let _ = writeln!(s, "\tbitmap_loads: {}", self.bitmap_loads);
         let _ = writeln!(s, "\tprefetch_loads: {}", self.prefetch_loads);
+        let _ = writeln!(s, "\tsync_loads: {}", self.sync_loads);
+        let _ = writeln!(s, "\tprefetch_waits: {}", self.prefetch_waits);
         let _ = writeln!(s, "\tbusy_group_skips: {}", self.busy_skips);
         let h = &self.class_stage_hits;
         if h.iter().sum::<u64>() > 0 || self.class_claims > 0 {

@@ -32,10 +32,11 @@ fn group_of(block: u64) -> u64 {
 fn stream_goal_slots_separate_owners() {
     let land = |goals: u32| {
         let mut t = Policy::Linux618.tunables(&geo(), 2);
-        t.set("nr_global_goals", &goals.to_string(), &geo()).unwrap();
+        t.set("nr_global_goals", &goals.to_string(), &geo())
+            .unwrap();
         let a = build(t, &[(0, BPG)]); // group 0 full
-        // Owner 0 (slot 0) extends an extent in group 5: the merge goal puts it there, and the
-        // stream goal of its slot follows.
+                                       // Owner 0 (slot 0) extends an extent in group 5: the merge goal puts it there, and the
+                                       // stream goal of its slot follows.
         let first = Request::new(0, 2048, 32)
             .with_i_size(1 << 30)
             .with_left(2047, 5 * BPG + 100);
@@ -46,7 +47,11 @@ fn stream_goal_slots_separate_owners() {
         group_of(a.allocate(&second).unwrap().extent.start)
     };
     assert_eq!(land(1), 5, "one goal: the second stream follows the first");
-    assert_eq!(land(2), 1, "two goals: slot 1 starts from its own goal (group 0 → 1)");
+    assert_eq!(
+        land(2),
+        1,
+        "two goals: slot 1 starts from its own goal (group 0 → 1)"
+    );
 }
 
 /// Seed 001: a group whose lock another thread holds is skipped with `try_lock_groups`, and
@@ -155,7 +160,9 @@ fn prealloc_window_follows_mb_max_prealloc_kb() {
         let x = a
             .allocate(&Request::new(1, 8192, 32).with_i_size(1 << 30))
             .unwrap();
-        let pa = x.new_pa.expect("a streaming write makes an inode preallocation");
+        let pa = x
+            .new_pa
+            .expect("a streaming write makes an inode preallocation");
         u64::from(pa.len) * 4096
     };
     assert_eq!(pa_len("8192"), 8 << 20);
@@ -163,5 +170,73 @@ fn prealloc_window_follows_mb_max_prealloc_kb() {
     assert_eq!(
         Policy::Proposed.tunables(&geo(), 2).mb_max_prealloc_kb,
         32768
+    );
+}
+
+/// A 64-group filesystem whose first 48 groups are full but for a few scattered blocks: the
+/// first allocations must read many bitmaps.
+fn full_fs(t: Tunables, readers: usize) -> Allocator {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut used = Vec::new();
+    for g in 0..48u64 {
+        for k in 0..8u64 {
+            used.push((g * BPG + k * 4096, 4090));
+        }
+    }
+    Allocator::builder(geo)
+        .used(&used)
+        .tunables(t)
+        .cpus(2)
+        .lazy(true)
+        .prefetch_threads(readers)
+        .build()
+        .unwrap()
+}
+
+fn run_requests(a: &Allocator) {
+    for i in 0..24u64 {
+        let r = Request::new(i, 0, 512).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+        a.allocate(&r).unwrap();
+    }
+    a.check_consistency().unwrap();
+}
+
+/// Seed 003 context: prefetch turns synchronous bitmap reads into background reads.
+#[test]
+fn prefetch_cuts_synchronous_loads() {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut counts = Vec::new();
+    for prefetch in ["0", "64"] {
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.set("mb_prefetch", prefetch, &geo).unwrap();
+        let a = full_fs(t, 2);
+        run_requests(&a);
+        let s = a.stats();
+        counts.push((s.sync_loads, s.prefetch_loads));
+    }
+    let (off, on) = (counts[0], counts[1]);
+    assert_eq!(off.1, 0, "no prefetch reads with mb_prefetch=0");
+    assert!(on.1 > 0, "prefetch read ahead: {on:?}");
+    assert!(on.0 < off.0, "synchronous loads drop: {off:?} → {on:?}");
+}
+
+/// Seed 003: testing the "already read" bit before setting it skips the descriptor work for
+/// groups prefetched before.
+#[test]
+fn prefetch_test_before_set_skips_descriptor_lookups() {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut lookups = Vec::new();
+    for test_first in [false, true] {
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.prefetch_test_before_set = test_first;
+        let a = full_fs(t, 0);
+        run_requests(&a);
+        let s = a.stats();
+        lookups.push((s.prefetch_desc_lookups, s.prefetch_loads));
+    }
+    assert_eq!(lookups[0].1, lookups[1].1, "same reads either way");
+    assert!(
+        lookups[1].0 < lookups[0].0,
+        "fewer descriptor lookups: {lookups:?}"
     );
 }
