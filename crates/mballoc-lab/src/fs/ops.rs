@@ -229,7 +229,7 @@ impl Task<'_> {
             match got {
                 Ok(a) => {
                     let geo = *self.fs.alloc.geometry();
-                    self.rec.allocated(&geo, &a, ns);
+                    self.rec.allocated(&geo, &req, &a, ns);
                     f.map.insert(at, a.extent.start, a.extent.len);
                     at += a.extent.len;
                     retried = false;

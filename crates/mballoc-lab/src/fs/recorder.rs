@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use mballoc::{Allocation, Geometry};
+use mballoc::{Allocation, Extent, Geometry, Request};
 
 /// Per-task counters. Merge the tasks' recorders with [`Recorder::merge`] at the end.
 #[derive(Debug, Default, Clone)]
@@ -26,10 +26,23 @@ pub struct Recorder {
     pub prealloc_hits: u64,
     /// Groups whose on-disk bitmap this task changed.
     pub touched: HashSet<u32>,
+    /// Every request with its answer, when [`Recorder::logging`] was asked for (tests, traces).
+    pub log: Option<Vec<(Request, Extent)>>,
 }
 
 impl Recorder {
-    pub(crate) fn allocated(&mut self, geo: &Geometry, a: &Allocation, ns: u64) {
+    /// A recorder that also keeps every request and its answer.
+    pub fn logging() -> Recorder {
+        Recorder {
+            log: Some(Vec::new()),
+            ..Recorder::default()
+        }
+    }
+
+    pub(crate) fn allocated(&mut self, geo: &Geometry, req: &Request, a: &Allocation, ns: u64) {
+        if let Some(log) = &mut self.log {
+            log.push((req.clone(), a.extent));
+        }
         self.latencies_ns.push(ns);
         self.calls += 1;
         self.groups_scanned += u64::from(a.groups_scanned);
@@ -66,5 +79,8 @@ impl Recorder {
         self.enospc_commits += other.enospc_commits;
         self.prealloc_hits += other.prealloc_hits;
         self.touched.extend(other.touched);
+        if let (Some(mine), Some(theirs)) = (&mut self.log, other.log) {
+            mine.extend(theirs);
+        }
     }
 }
