@@ -9,7 +9,7 @@ use std::time::Duration;
 use mballoc::{apply_settings, Allocator, Geometry};
 
 use super::error::LabError;
-use super::prefill::{prefill_ranges, union, Holes};
+use super::prefill::{free_runs, prefill_ranges, union, Holes};
 use super::settings::LabSettings;
 use super::{aging, Progress, RunConfig};
 use crate::fs::{File, Fs, Recorder};
@@ -56,6 +56,9 @@ pub struct Env {
     /// Used ranges before the workload (layout and pre-fill), sorted and merged: groups the
     /// workload never touched are measured from these without reading them.
     pub base_used: Vec<(u64, u64)>,
+    /// Blocks mkfs used in each group (metadata, journal): a group holds data when more of it
+    /// is in use.
+    pub meta_used: Vec<u32>,
     pub fs: Fs,
     /// What the aging pass touched (its groups are read back for the metrics).
     pub pre: Recorder,
@@ -109,7 +112,13 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         .load_cost(Duration::from_nanos(cfg.load_cost_ns))
         .build()?;
     let fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
+    let meta_used = free_runs(&geo, &union(&layout.used, &[]))
+        .iter()
+        .enumerate()
+        .map(|(g, runs)| geo.group_len(g as u32) - runs.iter().map(|r| r.1).sum::<u32>())
+        .collect();
     let mut env = Env {
+        meta_used,
         cfg: cfg.clone(),
         lab,
         geo,
