@@ -20,7 +20,7 @@ impl Allocator {
     /// from its group's buddy) or the search failed.
     pub(crate) fn regular_allocator(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.tun.size_classes && ctx.flags.contains(Flags::HINT_DATA) {
-            ctx.class = SizeClass::of_bytes(u64::from(ctx.g_ex.len) << self.geo.bsbits());
+            ctx.class = SizeClass::of_bytes(u64::from(ctx.o_ex.len) << self.geo.bsbits());
         }
         self.find_by_goal(ctx)?;
         if ctx.status == Status::Found || ctx.flags.contains(Flags::HINT_GOAL_ONLY) {

@@ -7,8 +7,10 @@
 //! hole salted with long-lived small extents.
 //!
 //! How it works here:
-//! - A request's class comes from the size of the extent it is trying to allocate: the normalised
-//!   goal length (`ac_g_ex`), which is what btrfs's `num_bytes` is. Small ≤ 128 KiB,
+//! - A request's class comes from the size the caller asked for (`ac_o_ex`), which is what
+//!   btrfs's `num_bytes` is (btrfs has no preallocation windows). Not the normalised goal: a
+//!   stream of 64 KiB appends reserves 8 or 32 MiB windows, and classifying by the window would
+//!   put long-lived appending files with short-lived large fallocates. Small ≤ 128 KiB,
 //!   medium ≤ 8 MiB, large above; both limits inclusive, as btrfs.
 //! - Only data requests (`EXT4_MB_HINT_DATA`) take part; metadata goes anywhere, as btrfs only
 //!   classifies data-only block groups.

@@ -321,7 +321,14 @@ fn allocator_metrics(
     for (k, v) in [
         ("bitmap_loads", loads),
         ("prefetch_loads", st.prefetch_loads),
-        ("sync_bitmap_loads", loads.saturating_sub(st.prefetch_loads)),
+        ("sync_bitmap_loads", st.sync_loads),
+        ("prefetch_waits", st.prefetch_waits),
+        ("class_match_hits", st.class_stage_hits[0]),
+        ("class_unset_hits", st.class_stage_hits[1]),
+        ("class_empty_hits", st.class_stage_hits[2]),
+        ("class_any_hits", st.class_stage_hits[3]),
+        ("class_forced", st.class_forced),
+        ("class_resets", st.class_resets),
         ("prefetch_desc_lookups", st.prefetch_desc_lookups),
         ("buddies_generated", st.buddies_generated),
         ("mb_reqs", st.reqs),
@@ -354,7 +361,7 @@ fn allocator_metrics(
 }
 
 /// M12: the class of every group (read from the groups the run touched; the others were never
-/// claimed). Stage counters stay zero until the allocator reports them.
+/// claimed), and the allocator's stage, forced and reset counters.
 fn size_classes(env: &Env, touched: &HashSet<u32>, space: &FreeSpace) -> Result<Value, LabError> {
     let a = env.fs.allocator();
     let bpg = u64::from(env.geo.blocks_per_group());
@@ -377,6 +384,17 @@ fn size_classes(env: &Env, touched: &HashSet<u32>, space: &FreeSpace) -> Result<
             used_blocks: used,
         });
     }
-    let r = size_class_report(&[groups], bpg, &SizeClassEvents::default())?;
+    // Our stages map onto btrfs's loop numbers: match = CACHING_NOWAIT (0), unset =
+    // UNSET_SIZE_CLASS (2), empty = ALLOC_CHUNK (3, a fresh group), any = WRONG_SIZE_CLASS (4).
+    let st = a.stats();
+    let h = st.class_stage_hits;
+    let events = SizeClassEvents {
+        allocs_per_stage: [h[0], 0, h[1], h[2], h[3], 0],
+        forced_wrong_class: st.class_forced,
+        class_claim_races: 0,
+        new_groups: 0,
+        resets_to_none: st.class_resets,
+    };
+    let r = size_class_report(&[groups], bpg, &events)?;
     Ok(json!({ "report": ser(&r), "size_classes_on": a.tunables().size_classes }))
 }
