@@ -1,0 +1,194 @@
+//! What `run` and `compare` print: a readable summary per run, or one JSON object per line.
+//!
+//! The JSON object is flat where it matters for scripts: the run's identity (`workload`,
+//! `policy`, `settings`, `threads`, `fs_size`, `seed`, `elapsed_s`), then every scalar metric
+//! under its design-document name at the top level (`ops_per_sec`, `frag_pct_mean`,
+//! `fragmented_bg_count`, `extents_per_file`, …), then `series` and `detail` as the workload
+//! produced them. `jq .ops_per_sec` works without knowing the nesting.
+
+use std::fmt::Write as _;
+
+use mballoc_lab::report::table::fmt_num;
+use mballoc_lab::workload::RunResult;
+use serde_json::{Map, Value};
+
+use super::parse::fmt_size;
+
+/// The run as one flat JSON object (see the module doc).
+pub fn json_object(r: &RunResult) -> Value {
+    let mut m = Map::new();
+    m.insert("workload".into(), r.workload.clone().into());
+    m.insert("policy".into(), r.policy.clone().into());
+    m.insert("settings".into(), r.settings.clone().into());
+    m.insert("threads".into(), r.threads.into());
+    m.insert("fs_size".into(), r.fs_size.into());
+    m.insert("seed".into(), r.seed.into());
+    m.insert("elapsed_s".into(), number(r.elapsed_s));
+    for (k, &v) in &r.scalars {
+        // Identity fields win; a scalar of the same name would be ambiguous.
+        m.entry(k.clone()).or_insert_with(|| number(v));
+    }
+    let series = r
+        .series
+        .iter()
+        .map(|(k, pts)| {
+            (
+                k.clone(),
+                pts.iter()
+                    .map(|&(x, y)| vec![number(x), number(y)])
+                    .collect(),
+            )
+        })
+        .collect::<Map<String, Value>>();
+    m.insert("series".into(), Value::Object(series));
+    m.insert("detail".into(), r.detail.clone());
+    Value::Object(m)
+}
+
+/// JSON has no NaN or infinity: those become `null`.
+fn number(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+/// One line of JSON for the run.
+pub fn json_line(r: &RunResult) -> String {
+    json_object(r).to_string()
+}
+
+/// The run's heading: `fallocate2 · linux-6.18 +x=1 · 2 threads · 16G · seed 1 · 5.02 s`.
+pub fn heading(r: &RunResult) -> String {
+    let policy = super::config::label_of(r);
+    format!(
+        "{} · {} · {} thread{} · {} · seed {} · {:.2} s",
+        r.workload,
+        policy,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        fmt_size(r.fs_size),
+        r.seed,
+        r.elapsed_s
+    )
+}
+
+/// The readable summary of one run: the heading, every scalar metric, and the series' sizes.
+pub fn summary(r: &RunResult) -> String {
+    let mut s = heading(r);
+    s.push('\n');
+    let width = r.scalars.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (k, &v) in &r.scalars {
+        let _ = writeln!(s, "  {k:<width$}  {:>14}", fmt_num(v));
+    }
+    if !r.series.is_empty() {
+        let names: Vec<String> = r
+            .series
+            .iter()
+            .map(|(k, v)| format!("{k} ({} points)", v.len()))
+            .collect();
+        let _ = writeln!(s, "  series: {}", names.join(", "));
+    }
+    s
+}
+
+/// Throughput against threads for one policy's sweep (printed when a sweep has several points):
+/// total ops/s, ops/s per task and will-it-scale's scalability `avg(T) / (T · avg(1))`.
+pub fn sweep_table(runs: &[&RunResult]) -> Option<String> {
+    let points: Vec<(u32, f64)> = runs
+        .iter()
+        .filter_map(|r| r.scalars.get("ops_per_sec").map(|&v| (r.threads, v)))
+        .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let base = points
+        .iter()
+        .find(|p| p.0 == 1)
+        .map(|p| p.1)
+        .filter(|&v| v > 0.0);
+    let mut s = format!(
+        "{:>7}  {:>14}  {:>14}  {:>11}\n",
+        "threads", "ops_per_sec", "per task", "scalability"
+    );
+    for (t, ops) in points {
+        let scal = base.map_or("-".to_string(), |b| {
+            format!("{:.2}", ops / (f64::from(t) * b))
+        });
+        let _ = writeln!(
+            s,
+            "{t:>7}  {:>14}  {:>14}  {scal:>11}",
+            fmt_num(ops),
+            fmt_num(ops / f64::from(t))
+        );
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A small hand-made result for the writers' tests.
+    pub fn sample(policy: &str, threads: u32, ops: f64) -> RunResult {
+        let mut scalars = BTreeMap::new();
+        scalars.insert("ops_per_sec".to_string(), ops);
+        scalars.insert("frag_pct_mean".to_string(), 12.5);
+        scalars.insert("threads".to_string(), 99.0);
+        let mut series = BTreeMap::new();
+        series.insert(
+            "frag_pct_per_group".to_string(),
+            vec![(0.0, 0.0), (1.0, 25.0), (2.0, 12.5)],
+        );
+        series.insert(
+            "free_extent_histogram".to_string(),
+            vec![(1.0, 10.0), (512.0, 90.0)],
+        );
+        RunResult {
+            workload: "fallocate2".into(),
+            policy: policy.into(),
+            settings: vec!["size_classes=1".into()],
+            threads,
+            fs_size: 1 << 30,
+            seed: 7,
+            elapsed_s: 0.5,
+            scalars,
+            series,
+            detail: serde_json::json!({"note": "sample"}),
+        }
+    }
+
+    #[test]
+    fn json_is_flat_with_identity_first() {
+        let v: Value = serde_json::from_str(&json_line(&sample("linux-6.18", 2, 10.0))).unwrap();
+        assert_eq!(v["ops_per_sec"], 10.0);
+        assert_eq!(v["frag_pct_mean"], 12.5);
+        assert_eq!(
+            v["threads"], 2,
+            "identity fields win over same-named scalars"
+        );
+        assert_eq!(v["series"]["frag_pct_per_group"][1][1], 25.0);
+        assert_eq!(v["detail"]["note"], "sample");
+    }
+
+    #[test]
+    fn non_finite_values_become_null() {
+        let mut r = sample("a", 1, f64::NAN);
+        r.elapsed_s = f64::INFINITY;
+        let v: Value = serde_json::from_str(&json_line(&r)).unwrap();
+        assert!(v["ops_per_sec"].is_null() && v["elapsed_s"].is_null());
+    }
+
+    #[test]
+    fn summary_and_sweep() {
+        let a = sample("linux-6.18", 1, 100.0);
+        let b = sample("linux-6.18", 2, 150.0);
+        let s = summary(&a);
+        assert!(
+            s.starts_with("fallocate2 · linux-6.18 +size_classes=1 · 1 thread · 1G"),
+            "{s}"
+        );
+        assert!(s.contains("frag_pct_mean") && s.contains("12.50"), "{s}");
+        let t = sweep_table(&[&a, &b]).unwrap();
+        assert!(t.contains("0.75"), "scalability 150 / (2 · 100): {t}");
+        assert!(sweep_table(&[&a]).is_none());
+    }
+}
