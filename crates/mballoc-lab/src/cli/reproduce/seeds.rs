@@ -18,7 +18,7 @@ pub struct Row {
 pub struct Case {
     pub workload: &'static str,
     pub threads: u32,
-    /// Filesystem size with `--quick`, and without.
+    /// Filesystem size with `--quick`, and without (0: the workload's default).
     pub quick_size: u64,
     pub full_size: u64,
     /// Lab settings of the workload (both sides), e.g. a pre-fill.
@@ -76,6 +76,15 @@ const fn case(workload: &'static str, threads: u32, rows: &'static [Row]) -> Cas
         quick_settings: &[],
         load_cost_ns: 0,
         rows,
+    }
+}
+
+/// A case on the workload's own filesystem size and shape (`fs_size` 0).
+const fn sized(workload: &'static str, threads: u32, rows: &'static [Row]) -> Case {
+    Case {
+        quick_size: 0,
+        full_size: 0,
+        ..case(workload, threads, rows)
     }
 }
 
@@ -200,13 +209,9 @@ const SEED_003: Experiment = Experiment {
     improved: Some("1"),
     cases: &[
         Case {
-            quick_size: 64 * G,
-            full_size: 512 * G,
-            settings: &["prefill=0.68"],
-            quick_settings: WIS_QUICK,
             load_cost_ns: 20_000,
-            ..case(
-                "fallocate3",
+            ..sized(
+                "seed003",
                 1,
                 &[quoted(
                     "ops_per_sec",
@@ -215,13 +220,9 @@ const SEED_003: Experiment = Experiment {
             )
         },
         Case {
-            quick_size: 64 * G,
-            full_size: 512 * G,
-            settings: &["prefill=0.68"],
-            quick_settings: WIS_QUICK,
             load_cost_ns: 20_000,
-            ..case(
-                "fallocate3",
+            ..sized(
+                "seed003",
                 2,
                 &[quoted(
                     "ops_per_sec",
@@ -243,8 +244,8 @@ const SEED_004: Experiment = Experiment {
     switch: "mb_max_prealloc_kb",
     base: "8192",
     improved: Some("32768"),
-    cases: &[case(
-        "dio-two-streams",
+    cases: &[sized(
+        "seed004",
         2,
         &[
             quoted("extent_kb_mean", "8 MiB -> 32 MiB extents"),
