@@ -58,14 +58,15 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::Setting { .. } | CliError::FsSize { .. } => 2,
-            CliError::Workload { source, .. } => match source {
-                // The user asked for something the workload cannot do: a usage error too.
-                LabError::UnknownWorkload { .. }
-                | LabError::BadParameter { .. }
-                | LabError::UnknownSetting { .. }
-                | LabError::TooSmall { .. } => 2,
-                _ => 1,
-            },
+            // The user asked for something the workload cannot do: a usage error too.
+            CliError::Workload {
+                source:
+                    LabError::UnknownWorkload { .. }
+                    | LabError::BadParameter { .. }
+                    | LabError::UnknownSetting { .. }
+                    | LabError::TooSmall { .. },
+                ..
+            } => 2,
             _ => 1,
         }
     }

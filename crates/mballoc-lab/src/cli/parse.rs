@@ -94,7 +94,7 @@ pub fn setting(s: &str) -> Result<String, String> {
 /// Binary-unit text for a byte count: `16G`, `512M`, `1536K`.
 pub fn fmt_size(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.trailing_zeros() >= shift {
             return format!("{}{unit}", bytes >> shift);
         }
     }

@@ -60,11 +60,13 @@ impl ExtentMap {
 
     /// Records in logical order.
     pub fn iter(&self) -> impl Iterator<Item = Mapping> + '_ {
-        self.runs.iter().map(|(&logical, &(physical, len))| Mapping {
-            logical,
-            physical,
-            len,
-        })
+        self.runs
+            .iter()
+            .map(|(&logical, &(physical, len))| Mapping {
+                logical,
+                physical,
+                len,
+            })
     }
 
     /// The last record starting at or before `lblk` (ext4's binary search in a leaf).

@@ -25,7 +25,9 @@ const MAX_LOGICAL: u64 = u32::MAX as u64;
 #[derive(Clone, Copy)]
 enum Mode {
     /// `new_size` is `Some(offset + len)` unless `KEEP_SIZE`.
-    Fallocate { new_size: Option<u64> },
+    Fallocate {
+        new_size: Option<u64>,
+    },
     Writeback,
     Direct,
 }

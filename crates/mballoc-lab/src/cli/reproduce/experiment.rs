@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::seeds::{Case, Experiment};
 use crate::cli::error::CliError;
+use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
 use crate::cli::run::run_one;
 
@@ -21,6 +22,8 @@ pub struct SeedReport {
     pub seed: String,
     pub title: String,
     pub table: ComparisonTable,
+    /// What ran: workload, threads, filesystem size and wall time of each side.
+    pub ran: Vec<String>,
     /// Cases not run because this build has no such workload.
     pub skipped: Vec<String>,
     pub notes: Vec<String>,
@@ -36,6 +39,9 @@ impl SeedReport {
             s.push_str("(no case of this seed could run in this build)\n");
         } else {
             s.push_str(&self.table.render());
+        }
+        for r in &self.ran {
+            s.push_str(&format!("ran: {r}\n"));
         }
         for k in &self.skipped {
             s.push_str(&format!("skipped: {k}\n"));
@@ -93,6 +99,7 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedRepo
         seed: e.seed.to_string(),
         title: e.title.to_string(),
         table: ComparisonTable::new("", "", ""),
+        ran: Vec::new(),
         skipped: Vec::new(),
         notes: e.notes.iter().map(|n| n.to_string()).collect(),
         runs: Vec::new(),
@@ -107,6 +114,19 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedRepo
         let rb = run_one(&config(c, &base, quick), bar)?;
         let ri = run_one(&config(c, &improved, quick), bar)?;
         add_rows(&mut table, c, &rb, &ri);
+        report.ran.push(format!(
+            "{} T={} on {}{} (base {:.1} s, improved {:.1} s)",
+            c.workload,
+            c.threads,
+            fmt_size(rb.fs_size),
+            if c.load_cost_ns > 0 {
+                format!(", {} us per bitmap load", c.load_cost_ns / 1000)
+            } else {
+                String::new()
+            },
+            rb.elapsed_s,
+            ri.elapsed_s
+        ));
         report.runs.push(rb);
         report.runs.push(ri);
     }

@@ -102,7 +102,7 @@ fn fidelity(a: &ReproduceArgs) -> Result<Option<ReplayReport>, CliError> {
         );
         return Ok(None);
     }
-    let rep = replay::replay_paths(&[dir.clone()])?;
+    let rep = replay::replay_paths(std::slice::from_ref(&dir))?;
     if !a.output.json {
         println!(
             "Fidelity: Linux 6.18 captures in {} replayed through mballoc",
