@@ -13,7 +13,7 @@ const SMALL: &[&str] = &[
     "--fs-size",
     "256M",
     "--set",
-    "warmup_s=0",
+    "warmup_s=0.1",
     "--set",
     "duration_s=0.2",
 ];

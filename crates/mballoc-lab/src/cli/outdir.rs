@@ -108,20 +108,39 @@ fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, C
     Ok(written)
 }
 
-/// Bar labels: group numbers for per-group series, sizes in blocks for histograms.
+/// Bar labels: group numbers for per-group series, `p99` for percentiles, and sizes for the
+/// histograms (whose x is the bucket's smallest extent in KiB).
 fn bar_label(series: &str, x: f64) -> String {
     if series.contains("per_group") {
         format!("{x:.0}")
+    } else if series.contains("percentile") {
+        format!("p{x}")
+    } else if series.contains("histogram") || series.contains("distribution") {
+        kib_label(x)
     } else {
         report::table::fmt_num(x)
     }
 }
 
+/// `4K`, `512K`, `8M`, `2G` for a size in KiB (e2freefrag's style).
+fn kib_label(kib: f64) -> String {
+    let mut v = kib;
+    for unit in ["K", "M", "G"] {
+        if v < 1024.0 {
+            return format!("{}{unit}", report::table::fmt_num(v));
+        }
+        v /= 1024.0;
+    }
+    format!("{}T", report::table::fmt_num(v))
+}
+
 fn y_axis(series: &str) -> &'static str {
     if series.starts_with("frag_pct") {
         "frag_pct"
+    } else if series.contains("percentile") {
+        "ns"
     } else if series.contains("histogram") || series.contains("distribution") {
-        "% of blocks"
+        "extents"
     } else {
         "value"
     }
@@ -159,6 +178,14 @@ fn write_throughput(dir: &Path, runs: &[RunResult]) -> Result<Option<PathBuf>, C
 mod tests {
     use super::super::output::tests::sample;
     use super::*;
+
+    #[test]
+    fn histogram_labels_are_sizes() {
+        assert_eq!(bar_label("free_extent_histogram", 4.0), "4K");
+        assert_eq!(bar_label("extent_size_distribution", 8192.0), "8M");
+        assert_eq!(bar_label("frag_pct_per_group", 12.0), "12");
+        assert_eq!(bar_label("latency_percentiles", 99.9), "p99.9");
+    }
 
     #[test]
     fn writes_json_csv_and_svg() {

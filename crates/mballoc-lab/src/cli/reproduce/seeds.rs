@@ -176,11 +176,11 @@ const SEED_002: Experiment = Experiment {
                 quoted("fragmented_bg_count", "6.10 -> 0 (-100.00%)"),
                 quoted("bg_count", "14 -> 15.60 (+11.43%)"),
                 quoted(
-                    "alloc_ns_mean",
+                    "latency_mean_ns",
                     "3607.19 -> 3672.11 (+1.80%) find_free_extent_ns_mean",
                 ),
                 quoted(
-                    "alloc_ns_p99",
+                    "latency_p99_ns",
                     "20734.49 -> 20920.48 (+0.90%) find_free_extent_ns_p99",
                 ),
             ],
@@ -196,7 +196,7 @@ const SEED_002: Experiment = Experiment {
          fragmentation \"completely eliminated\" where size and lifetime correlate, \"significant \
          improvement\" just above the class borders, a regression \"a hair under the borders\" \
          and \"neutral\" results on mixed lifetimes.",
-        "Latency (alloc_ns_*) is wall time per allocation call here, find_free_extent there.",
+        "Latency (latency_*_ns) is wall time per allocation call here, find_free_extent there.",
     ],
 };
 
@@ -248,7 +248,8 @@ const SEED_004: Experiment = Experiment {
         "seed004",
         2,
         &[
-            quoted("extent_kb_mean", "8 MiB -> 32 MiB extents"),
+            quoted("median_extent_kb", "8 MiB -> 32 MiB extents"),
+            row("avg_extent_kb"),
             row("extents_per_file"),
         ],
     )],
