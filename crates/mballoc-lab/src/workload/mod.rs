@@ -11,11 +11,28 @@
 //! ([`mballoc::Tunables::NAMES`]) or lab settings ([`LAB_SETTINGS`]), such as `age=0.75` to age
 //! the file system Geriatrix-style before the workload starts.
 
+pub mod aging;
 mod error;
+pub mod exec;
+pub mod fragscan;
+pub mod fsperf;
+pub mod measure;
+pub mod prefill;
+pub mod rng;
+pub mod settings;
+pub mod setup;
+pub mod streams;
+pub mod wis;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use mballoc::Allocator;
+
+use crate::fs::File;
 pub use error::LabError;
+pub use settings::LabSettings;
+use setup::{Env, FsSpec};
 
 /// One runnable workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +65,15 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "ops",
-        "operation budget per task of op-count-bounded loops",
+        "operations per task: makes time-based loops count-bounded (deterministic on one thread)",
+    ),
+    (
+        "cpus",
+        "possible CPUs of the simulated machine (default: max(threads, 2))",
+    ),
+    (
+        "lazy",
+        "1: leave group bitmaps unread until needed (default: on for big fs and cold-mount workloads)",
     ),
 ];
 
@@ -164,14 +189,75 @@ pub struct RunResult {
     pub detail: serde_json::Value,
 }
 
-/// Runs one workload.
-pub fn run(cfg: &RunConfig, _progress: &dyn Progress) -> Result<RunResult, LabError> {
-    Err(LabError::UnknownWorkload {
-        name: cfg.workload.clone(),
-        valid: catalog()
-            .iter()
-            .map(|w| w.name)
-            .collect::<Vec<_>>()
-            .join(", "),
+/// The names of [`catalog`], comma-separated (for error messages).
+pub fn names() -> String {
+    catalog()
+        .iter()
+        .map(|w| w.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+type Runner = fn(&RunConfig, &dyn Progress) -> Result<(Env, measure::Output), LabError>;
+
+/// The runner and file-system spec of a workload.
+fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
+    Some(match name {
+        "fallocate2" => (wis::fallocate2 as Runner, &wis::SPEC_F2),
+        "fallocate3" => (wis::fallocate3, &wis::SPEC_F3),
+        "seed003" => (wis::seed003, &wis::SPEC_SEED003),
+        "bufferedappendvsfallocate" | "correlatedlifetimes" | "mixedlifetimes" | "foursizes"
+        | "funnysizeshigh" | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
+        "fragscan" => (fragscan::run, &fragscan::SPEC),
+        "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
+        "seed004" => (streams::seed004, &streams::SPEC_SEED004),
+        "aging" => (aging::run, &aging::SPEC),
+        _ => return None,
     })
+}
+
+fn unknown(name: &str) -> LabError {
+    LabError::UnknownWorkload {
+        name: name.to_string(),
+        valid: names(),
+    }
+}
+
+/// The file-system size a workload uses when `RunConfig::fs_size` is 0.
+pub fn default_fs_size(workload: &str, quick: bool) -> Result<u64, LabError> {
+    let (_, spec) = lookup(workload).ok_or_else(|| unknown(workload))?;
+    Ok(if quick {
+        spec.quick_bytes
+    } else {
+        spec.full_bytes
+    })
+}
+
+/// A run's result together with the end state it was measured on.
+pub struct Outcome {
+    pub result: RunResult,
+    /// The allocator after the run (committed).
+    pub allocator: Arc<Allocator>,
+    /// The workload's surviving files.
+    pub files: Vec<File>,
+}
+
+/// Runs one workload and keeps its end state (tests, further analysis).
+pub fn run_detailed(cfg: &RunConfig, progress: &dyn Progress) -> Result<Outcome, LabError> {
+    let (runner, _) = lookup(&cfg.workload).ok_or_else(|| unknown(&cfg.workload))?;
+    let (env, out) = runner(cfg, progress)?;
+    env.fs.commit();
+    let files = out.files.clone();
+    let mut result = measure::finish(&env, out)?;
+    result.settings = cfg.settings.clone();
+    Ok(Outcome {
+        result,
+        allocator: env.fs.allocator_arc(),
+        files,
+    })
+}
+
+/// Runs one workload.
+pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<RunResult, LabError> {
+    run_detailed(cfg, progress).map(|o| o.result)
 }
