@@ -13,5 +13,6 @@ pub mod progress;
 pub mod replay;
 pub mod reproduce;
 pub mod run;
+pub mod summary;
 
 pub use error::CliError;

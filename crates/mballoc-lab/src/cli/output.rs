@@ -70,25 +70,6 @@ pub fn heading(r: &RunResult) -> String {
     )
 }
 
-/// The readable summary of one run: the heading, every scalar metric, and the series' sizes.
-pub fn summary(r: &RunResult) -> String {
-    let mut s = heading(r);
-    s.push('\n');
-    let width = r.scalars.keys().map(|k| k.len()).max().unwrap_or(0);
-    for (k, &v) in &r.scalars {
-        let _ = writeln!(s, "  {k:<width$}  {:>14}", fmt_num(v));
-    }
-    if !r.series.is_empty() {
-        let names: Vec<String> = r
-            .series
-            .iter()
-            .map(|(k, v)| format!("{k} ({} points)", v.len()))
-            .collect();
-        let _ = writeln!(s, "  series: {}", names.join(", "));
-    }
-    s
-}
-
 /// Throughput against threads for one policy's sweep (printed when a sweep has several points):
 /// total ops/s, ops/s per task and will-it-scale's scalability `avg(T) / (T · avg(1))`.
 pub fn sweep_table(runs: &[&RunResult]) -> Option<String> {
@@ -178,15 +159,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn summary_and_sweep() {
+    fn heading_and_sweep() {
         let a = sample("linux-6.18", 1, 100.0);
         let b = sample("linux-6.18", 2, 150.0);
-        let s = summary(&a);
+        let h = heading(&a);
         assert!(
-            s.starts_with("fallocate2 · linux-6.18 +size_classes=1 · 1 thread · 1G"),
-            "{s}"
+            h.starts_with("fallocate2 · linux-6.18 +size_classes=1 · 1 thread · 1G"),
+            "{h}"
         );
-        assert!(s.contains("frag_pct_mean") && s.contains("12.50"), "{s}");
         let t = sweep_table(&[&a, &b]).unwrap();
         assert!(t.contains("0.75"), "scalability 150 / (2 · 100): {t}");
         assert!(sweep_table(&[&a]).is_none());

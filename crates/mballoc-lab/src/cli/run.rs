@@ -8,9 +8,10 @@ use super::args::{CompareArgs, Output, RunArgs};
 use super::config::{label, run_configs};
 use super::error::CliError;
 use super::outdir;
-use super::output::{json_line, summary, sweep_table};
+use super::output::{json_line, sweep_table};
 use super::parse::fmt_size;
 use super::progress::Bar;
+use super::summary::summary;
 
 /// Runs one configuration with a progress bar.
 pub fn run_one(cfg: &RunConfig, bar: &Bar) -> Result<RunResult, CliError> {
