@@ -14,13 +14,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use mballoc_lab::report::{self, Series};
+use mballoc_lab::report::csv::quote;
+use mballoc_lab::report::{self, ReportError, Series};
 use mballoc_lab::workload::RunResult;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::error::CliError;
-use super::output::json_object;
 
 /// Writes every file of the table above into `dir` (created if missing); returns the paths.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliError> {
@@ -33,7 +32,7 @@ pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliErro
     report::write_json(runs, &p)?;
     written.push(p);
     let p = dir.join("scalars.csv");
-    report::write_csv_rows(&scalar_rows(runs), &p)?;
+    std::fs::write(&p, scalars_csv(runs)).map_err(|e| ReportError::io(&p, e))?;
     written.push(p);
     for (i, r) in runs.iter().enumerate() {
         written.extend(write_series(dir, &stem(i, r), r)?);
@@ -66,19 +65,59 @@ fn clean(s: &str) -> String {
         .collect()
 }
 
-/// One flat row per run for `scalars.csv`: identity and scalars, no series or detail.
-fn scalar_rows(runs: &[RunResult]) -> Vec<Value> {
-    runs.iter()
-        .map(|r| {
-            let mut v = json_object(r);
-            if let Value::Object(m) = &mut v {
-                m.remove("series");
-                m.remove("detail");
-                m.insert("settings".into(), r.settings.join(" ").into());
-            }
-            v
-        })
-        .collect()
+/// `scalars.csv`: one row per run — the file stem, the run's identity, then every scalar
+/// metric any run has (alphabetical; empty where a run lacks it).
+fn scalars_csv(runs: &[RunResult]) -> String {
+    let ident = [
+        "run",
+        "workload",
+        "policy",
+        "settings",
+        "threads",
+        "fs_size",
+        "seed",
+        "elapsed_s",
+    ];
+    // A scalar named like an identity column would make the header ambiguous; identity wins.
+    let mut names: Vec<&str> = runs
+        .iter()
+        .flat_map(|r| r.scalars.keys().map(String::as_str))
+        .filter(|n| !ident.contains(n))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = csv_line(
+        ident
+            .iter()
+            .copied()
+            .chain(names.iter().copied())
+            .map(str::to_string),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let mut cells = vec![
+            stem(i, r),
+            r.workload.clone(),
+            r.policy.clone(),
+            r.settings.join(" "),
+            r.threads.to_string(),
+            r.fs_size.to_string(),
+            r.seed.to_string(),
+            r.elapsed_s.to_string(),
+        ];
+        cells.extend(
+            names
+                .iter()
+                .map(|n| r.scalars.get(*n).map_or(String::new(), f64::to_string)),
+        );
+        out.push_str(&csv_line(cells.into_iter()));
+    }
+    out
+}
+
+fn csv_line(cells: impl Iterator<Item = String>) -> String {
+    let mut s = cells.map(|c| quote(&c)).collect::<Vec<_>>().join(",");
+    s.push('\n');
+    s
 }
 
 /// One `x,y` point of a series, for its CSV.
@@ -214,8 +253,20 @@ mod tests {
         }
         let csv = std::fs::read_to_string(dir.path().join("scalars.csv")).unwrap();
         assert_eq!(csv.lines().count(), 4, "{csv}");
-        assert!(csv.lines().next().unwrap().contains("ops_per_sec"), "{csv}");
-        let json: Value =
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.starts_with("run,workload,policy,settings,threads"),
+            "{csv}"
+        );
+        assert!(header.contains(",frag_pct_mean,ops_per_sec,"), "{csv}");
+        assert!(
+            csv.lines()
+                .nth(3)
+                .unwrap()
+                .starts_with("run02_fallocate2_proposed_t1,"),
+            "{csv}"
+        );
+        let json: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("runs.json")).unwrap())
                 .unwrap();
         assert_eq!(json.as_array().unwrap().len(), 3);

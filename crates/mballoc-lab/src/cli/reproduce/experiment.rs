@@ -8,7 +8,6 @@ use mballoc_lab::workload::{self, RunConfig, RunResult};
 use serde::Serialize;
 
 use super::seeds::{Case, Experiment};
-use crate::cli::error::CliError;
 use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
 use crate::cli::run::run_one;
@@ -26,6 +25,8 @@ pub struct SeedReport {
     pub ran: Vec<String>,
     /// Cases not run because this build has no such workload.
     pub skipped: Vec<String>,
+    /// Cases that failed, with the error; the other cases still run.
+    pub failed: Vec<String>,
     pub notes: Vec<String>,
     #[serde(skip)]
     pub runs: Vec<RunResult>,
@@ -45,6 +46,9 @@ impl SeedReport {
         }
         for k in &self.skipped {
             s.push_str(&format!("skipped: {k}\n"));
+        }
+        for f in &self.failed {
+            s.push_str(&format!("FAILED: {f}\n"));
         }
         for n in &self.notes {
             s.push_str(&format!("note: {n}\n"));
@@ -85,8 +89,9 @@ pub fn config(c: &Case, switch: &str, quick: bool) -> RunConfig {
     }
 }
 
-/// Runs every case of `e` whose workload exists, and tabulates the rows.
-pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedReport, CliError> {
+/// Runs every case of `e` whose workload exists, and tabulates the rows. A failing case is
+/// recorded in the report and the others still run.
+pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
     let size = e
         .cases
         .first()
@@ -101,6 +106,7 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedRepo
         table: ComparisonTable::new("", "", ""),
         ran: Vec::new(),
         skipped: Vec::new(),
+        failed: Vec::new(),
         notes: e.notes.iter().map(|n| n.to_string()).collect(),
         runs: Vec::new(),
     };
@@ -111,8 +117,17 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedRepo
                 .push(format!("{} (no such workload in this build)", c.workload));
             continue;
         }
-        let rb = run_one(&config(c, &base, quick), bar)?;
-        let ri = run_one(&config(c, &improved, quick), bar)?;
+        let pair = run_one(&config(c, &base, quick), bar)
+            .and_then(|rb| Ok((rb, run_one(&config(c, &improved, quick), bar)?)));
+        let (rb, ri) = match pair {
+            Ok(p) => p,
+            Err(e) => {
+                report
+                    .failed
+                    .push(format!("{} T={}: {e}", c.workload, c.threads));
+                continue;
+            }
+        };
         add_rows(&mut table, c, &rb, &ri);
         report.ran.push(format!(
             "{} T={} on {}{} (base {:.1} s, improved {:.1} s)",
@@ -131,7 +146,7 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> Result<SeedRepo
         report.runs.push(ri);
     }
     report.table = table;
-    Ok(report)
+    report
 }
 
 /// One row per metric of the case: `workload T=n: metric`, our two values and the seed's figure.

@@ -38,7 +38,7 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     let bar = Bar::for_terminal(a.output.quiet);
     let mut seeds = Vec::new();
     for e in chosen {
-        let rep = run_experiment(e, a.quick, &bar)?;
+        let rep = run_experiment(e, a.quick, &bar);
         if !a.output.json {
             println!("{}", rep.render());
         }
@@ -61,7 +61,24 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     if let Some(dir) = &a.output.out {
         save(dir, &all, a.output.quiet)?;
     }
-    Ok(())
+    let failed: Vec<String> = all
+        .seeds
+        .iter()
+        .flat_map(|s| {
+            s.failed
+                .iter()
+                .map(move |f| format!("seed {}: {f}", s.seed))
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Other(format!(
+            "{} case(s) failed: {}",
+            failed.len(),
+            failed.join("; ")
+        )))
+    }
 }
 
 /// The experiments named by `--only` (all when empty); an unknown id lists the valid ones.

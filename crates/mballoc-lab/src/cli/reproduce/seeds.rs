@@ -50,7 +50,7 @@ pub struct Experiment {
 const G: u64 = 1 << 30;
 
 /// will-it-scale windows shortened for `--quick`.
-const WIS_QUICK: &[&str] = &["warmup_s=0.5", "duration_s=1.5"];
+const WIS_QUICK: &[&str] = &["warmup_s=1", "duration_s=3"];
 
 const fn row(metric: &'static str) -> Row {
     Row {
@@ -166,7 +166,7 @@ const SEED_002: Experiment = Experiment {
     base: "0",
     improved: Some("1"),
     cases: &[
-        case(
+        sized(
             "bufferedappendvsfallocate",
             1,
             &[
@@ -185,11 +185,11 @@ const SEED_002: Experiment = Experiment {
                 ),
             ],
         ),
-        case("correlatedlifetimes", 1, FSPERF_ROWS),
-        case("mixedlifetimes", 1, FSPERF_ROWS),
-        case("foursizes", 1, FSPERF_ROWS),
-        case("funnysizeshigh", 1, FSPERF_ROWS),
-        case("funnysizeslow", 1, FSPERF_ROWS),
+        sized("correlatedlifetimes", 1, FSPERF_ROWS),
+        sized("mixedlifetimes", 1, FSPERF_ROWS),
+        sized("foursizes", 1, FSPERF_ROWS),
+        sized("funnysizeshigh", 1, FSPERF_ROWS),
+        sized("funnysizeslow", 1, FSPERF_ROWS),
     ],
     notes: &[
         "Seed 002 gives figures for bufferedappendvsfallocate only; in words it reports \
