@@ -39,9 +39,7 @@ fn small(workload: &str) -> RunConfig {
         "fallocate3" => (GIB, &["ops=3"]),
         "seed003" => (8 * GIB, &["ops=2"]),
         "foursizes" => (8 * GIB, &["ops=20"]),
-        "bufferedappendvsfallocate" | "funnysizeshigh" | "funnysizeslow" => {
-            (4 * GIB, &["ops=20"])
-        }
+        "bufferedappendvsfallocate" | "funnysizeshigh" | "funnysizeslow" => (4 * GIB, &["ops=20"]),
         "correlatedlifetimes" | "mixedlifetimes" => (4 * GIB, &["ops=50"]),
         "fragscan" => (4 * GIB, &[]),
         "appenders" | "seed004" => (GIB, &["ops=64"]),
@@ -309,7 +307,11 @@ fn bad_input_is_a_clear_error() {
 
     let e = run(&cfg("fallocate2", GIB, &["colour=red"]), &NoProgress).unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
-    let e = run(&cfg("fallocate2", GIB, &["mb_group_prealloc=x"]), &NoProgress).unwrap_err();
+    let e = run(
+        &cfg("fallocate2", GIB, &["mb_group_prealloc=x"]),
+        &NoProgress,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("mb_group_prealloc"), "{e}");
     let e = run(&cfg("fallocate2", GIB, &["age=7"]), &NoProgress).unwrap_err();
     assert!(e.to_string().contains("age"), "{e}");

@@ -258,7 +258,10 @@ mod tests {
             header.starts_with("run,workload,policy,settings,threads"),
             "{csv}"
         );
-        assert!(header.contains(",frag_pct_mean,ops_per_sec,"), "{csv}");
+        assert!(
+            header.ends_with(",elapsed_s,frag_pct_mean,ops_per_sec"),
+            "{csv}"
+        );
         assert!(
             csv.lines()
                 .nth(3)

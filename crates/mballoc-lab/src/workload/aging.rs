@@ -19,7 +19,7 @@ use super::measure::Output;
 use super::rng::Rng;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
-use crate::fs::{File, FsError, Fs, Recorder};
+use crate::fs::{File, Fs, FsError, Recorder};
 use crate::metrics::xfs::xfs_freesp;
 
 /// Agrawal et al. file-size profile used by Geriatrix: `(bytes, weight)`.
@@ -70,7 +70,11 @@ pub struct Aged {
 fn draw_size(rng: &mut Rng) -> u64 {
     let weights: Vec<u64> = AGRAWAL_SIZES.iter().map(|s| s.1).collect();
     let i = rng.weighted(&weights);
-    let lo = if i == 0 { 1 } else { AGRAWAL_SIZES[i - 1].0 + 1 };
+    let lo = if i == 0 {
+        1
+    } else {
+        AGRAWAL_SIZES[i - 1].0 + 1
+    };
     rng.range(lo, AGRAWAL_SIZES[i].0)
 }
 
@@ -135,7 +139,12 @@ impl Ager<'_> {
 }
 
 /// Ages `fs` as `plan` says (one task on CPU 0).
-pub fn age(fs: &Fs, plan: &AgingPlan, seed: u64, progress: &dyn Progress) -> Result<Aged, LabError> {
+pub fn age(
+    fs: &Fs,
+    plan: &AgingPlan,
+    seed: u64,
+    progress: &dyn Progress,
+) -> Result<Aged, LabError> {
     let geo = *fs.allocator().geometry();
     let target = (plan.util * geo.blocks_count() as f64) as u64;
     let churn_bytes = (plan.churn * geo.bytes() as f64) as u64;
@@ -195,7 +204,9 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let util = super::settings::LabSettings::parse(&cfg.settings)?
         .age
         .unwrap_or(0.8);
-    plain.settings.retain(|s| !s.trim_start().starts_with("age="));
+    plain
+        .settings
+        .retain(|s| !s.trim_start().starts_with("age="));
     let env = build(&plain, &SPEC, progress)?;
     let plan = AgingPlan {
         util,

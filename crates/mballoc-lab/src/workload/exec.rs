@@ -177,8 +177,16 @@ pub fn timed<T: Send>(
                 }
                 std::thread::sleep(next.saturating_duration_since(Instant::now()));
                 next += s.interval;
-                let now: Vec<u64> = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).collect();
-                rows.push(now.iter().zip(&prev).map(|(a, b)| a - b).collect::<Vec<u64>>());
+                let now: Vec<u64> = counters
+                    .iter()
+                    .map(|c| c.0.load(Ordering::Relaxed))
+                    .collect();
+                rows.push(
+                    now.iter()
+                        .zip(&prev)
+                        .map(|(a, b)| a - b)
+                        .collect::<Vec<u64>>(),
+                );
                 prev = now;
                 progress.inc(1);
             }

@@ -337,13 +337,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let n_jobs = jobs.len() as u32;
     progress.start(&cfg.workload, suite.planned_ops());
     let t0 = Instant::now();
-    let done = run_jobs(
-        &cfg.workload,
-        &env.fs,
-        jobs,
-        cfg.threads as usize,
-        progress,
-    )?;
+    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
     env.fs.commit();
     progress.finish();
     let elapsed = t0.elapsed().as_secs_f64();

@@ -128,7 +128,10 @@ fn free_space_metrics(
 ) -> Result<(), LabError> {
     let mut frag = fsperf_frag(space);
     s.insert("bg_count".into(), frag.bg_count as f64);
-    s.insert("fragmented_bg_count".into(), frag.fragmented_bg_count as f64);
+    s.insert(
+        "fragmented_bg_count".into(),
+        frag.fragmented_bg_count as f64,
+    );
     for (k, v) in [
         ("frag_pct_mean", frag.frag_pct_mean),
         ("frag_pct_min", frag.frag_pct_min),
@@ -160,7 +163,10 @@ fn free_space_metrics(
     s.insert("avg_free_extent_kb".into(), ff.avg_free_extent_kb as f64);
     s.insert("min_free_extent_kb".into(), ff.min_free_extent_kb as f64);
     s.insert("max_free_extent_kb".into(), ff.max_free_extent_kb as f64);
-    s.insert("free_pct_in_8m_extents".into(), ff.free_pct_in_extents_ge_8mib);
+    s.insert(
+        "free_pct_in_8m_extents".into(),
+        ff.free_pct_in_extents_ge_8mib,
+    );
     if let Some(c) = ff.chunks.first() {
         s.insert("free_1m_chunks".into(), c.free_chunks as f64);
     }
@@ -183,7 +189,10 @@ fn free_space_metrics(
     let groups = mb_groups(space);
     detail.insert("mb_groups_totals".into(), ser(&total_counters(&groups)));
     if groups.len() <= DETAIL_GROUPS {
-        detail.insert("mb_groups_text".into(), Value::String(render_mb_groups(&groups)));
+        detail.insert(
+            "mb_groups_text".into(),
+            Value::String(render_mb_groups(&groups)),
+        );
     }
     Ok(())
 }
@@ -199,7 +208,10 @@ fn file_metrics(
     let bs = env.geo.block_size();
     let fe = file_extents(&fx, bs)?;
     s.insert("extents_per_file".into(), fe.extents_per_file);
-    s.insert("extents_per_file_max".into(), fe.extents_per_file_max as f64);
+    s.insert(
+        "extents_per_file_max".into(),
+        fe.extents_per_file_max as f64,
+    );
     s.insert("avg_extent_kb".into(), fe.avg_extent_size_kb);
     s.insert("file_blocks".into(), fe.total_blocks as f64);
     detail.insert("filefrag".into(), ser(&fe));

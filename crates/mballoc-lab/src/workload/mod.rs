@@ -206,8 +206,12 @@ fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
         "fallocate2" => (wis::fallocate2 as Runner, &wis::SPEC_F2),
         "fallocate3" => (wis::fallocate3, &wis::SPEC_F3),
         "seed003" => (wis::seed003, &wis::SPEC_SEED003),
-        "bufferedappendvsfallocate" | "correlatedlifetimes" | "mixedlifetimes" | "foursizes"
-        | "funnysizeshigh" | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
+        "bufferedappendvsfallocate"
+        | "correlatedlifetimes"
+        | "mixedlifetimes"
+        | "foursizes"
+        | "funnysizeshigh"
+        | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
         "fragscan" => (fragscan::run, &fragscan::SPEC),
         "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
         "seed004" => (streams::seed004, &streams::SPEC_SEED004),

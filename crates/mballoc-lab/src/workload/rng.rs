@@ -64,11 +64,12 @@ mod tests {
 
     #[test]
     fn same_seed_same_stream_and_ranges_hold() {
-        let a: Vec<u64> = (0..5).map({
-            let mut r = Rng::new(7);
-            move |_| r.next_u64()
-        })
-        .collect();
+        let a: Vec<u64> = (0..5)
+            .map({
+                let mut r = Rng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
         let mut r = Rng::new(7);
         assert_eq!(a, (0..5).map(|_| r.next_u64()).collect::<Vec<_>>());
         let mut r = Rng::new(1);
@@ -79,6 +80,9 @@ mod tests {
             assert!(r.unit() < 1.0);
         }
         assert_eq!(r.weighted(&[0, 5, 0]), 1);
-        assert_ne!(Rng::for_task(1, 0).next_u64(), Rng::for_task(1, 1).next_u64());
+        assert_ne!(
+            Rng::for_task(1, 0).next_u64(),
+            Rng::for_task(1, 1).next_u64()
+        );
     }
 }

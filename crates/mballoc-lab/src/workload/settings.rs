@@ -81,9 +81,12 @@ impl LabSettings {
                 "ops" => s.ops = Some(count(name, v)?),
                 "cpus" => {
                     let n = count(name, v)?;
-                    s.cpus = Some(u32::try_from(n).ok().filter(|&c| c <= 4096).ok_or_else(
-                        || LabError::bad(name, v, "must be in 1 ..= 4096"),
-                    )?)
+                    s.cpus = Some(
+                        u32::try_from(n)
+                            .ok()
+                            .filter(|&c| c <= 4096)
+                            .ok_or_else(|| LabError::bad(name, v, "must be in 1 ..= 4096"))?,
+                    )
                 }
                 "lazy" => {
                     s.lazy = Some(match v {
@@ -137,8 +140,13 @@ mod tests {
     fn bad_settings_are_errors_naming_the_value() {
         let e = LabSettings::parse(&v(&["age=2"])).unwrap_err().to_string();
         assert!(e.contains("age") && e.contains('2'), "{e}");
-        let e = LabSettings::parse(&v(&["colour=red"])).unwrap_err().to_string();
-        assert!(e.contains("colour") && e.contains("prefill") && e.contains("mb_stream_req"), "{e}");
+        let e = LabSettings::parse(&v(&["colour=red"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("colour") && e.contains("prefill") && e.contains("mb_stream_req"),
+            "{e}"
+        );
         assert!(LabSettings::parse(&v(&["ops=0"])).is_err());
         assert!(LabSettings::parse(&v(&["novalue"])).is_err());
         assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
