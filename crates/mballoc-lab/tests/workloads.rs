@@ -2,6 +2,7 @@
 //! metrics checked against a simple independent computation on the allocator's final bitmap.
 
 use mballoc::{Allocator, Policy};
+use mballoc_lab::mkfs;
 use mballoc_lab::workload::{
     catalog, default_fs_size, run, run_detailed, LabError, NoProgress, RunConfig, RunResult,
 };
@@ -182,13 +183,15 @@ fn metrics_match_a_simple_computation_on_the_final_bitmap() {
         let geo = *out.allocator.geometry();
         let runs = bitmap_free_runs(&out.allocator);
 
-        // fsperf frag_pct over data groups (some block used) with frag > 0.
+        // fsperf frag_pct over data groups (more in use than mkfs left) with frag > 0.
+        let fresh = mkfs::layout(r.fs_size).unwrap();
         let mut pcts: Vec<f64> = Vec::new();
         for (g, rs) in runs.iter().enumerate() {
             let free: u64 = rs.iter().map(|r| r.1).sum();
             let max = rs.iter().map(|r| r.1).max().unwrap_or(0);
             let used = u64::from(geo.group_len(g as u32)) - free;
-            if free > 0 && used > 0 && max < free {
+            let meta: u64 = fresh.group_used(g as u32).iter().map(|r| r.1).sum();
+            if free > 0 && used > meta && max < free {
                 pcts.push(100.0 * (1.0 - max as f64 / free as f64));
             }
         }

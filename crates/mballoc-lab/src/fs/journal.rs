@@ -36,7 +36,7 @@ impl Journal {
     /// Counts one operation; commits when the interval is reached.
     pub fn tick(&self, alloc: &Allocator) {
         let n = self.ops.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % self.every == 0 {
+        if n.checked_rem(self.every) == Some(0) {
             self.commit(alloc);
         }
     }

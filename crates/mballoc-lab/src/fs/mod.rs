@@ -87,6 +87,22 @@ impl Fs {
         File::new(ino)
     }
 
+    /// The inode number the next [`Fs::create`] will use.
+    pub fn next_ino(&self) -> u64 {
+        self.next_ino.load(Ordering::Relaxed)
+    }
+
+    /// The same files on a freshly mounted allocator (after an unmount: preallocations gone,
+    /// bitmaps to be read again): inode numbering continues where it was.
+    pub fn remounted(&self, alloc: Arc<Allocator>) -> Fs {
+        Fs {
+            alloc,
+            inodes_per_group: self.inodes_per_group,
+            next_ino: AtomicU64::new(self.next_ino()),
+            journal: Journal::new(self.journal.every()).expect("interval already validated"),
+        }
+    }
+
     /// A task (one client thread) running on `cpu`.
     pub fn task(&self, cpu: u32) -> Task<'_> {
         Task {

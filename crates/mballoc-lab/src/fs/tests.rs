@@ -230,3 +230,34 @@ fn the_journal_commits_every_k_operations() {
     assert_eq!(fs.journal().ops(), 7);
     assert_eq!(fs.journal().commits(), 2);
 }
+
+#[test]
+fn fallocate3_rounds_follow_the_kernel_capture() {
+    // fallocate3-4g: inodes 12..15 each open(O_TRUNC) + KEEP_SIZE fallocate of 73,819,750
+    // bytes (18,023 blocks) + close, round after round. The goal (group 1's first block) is
+    // busy, so every request falls back to the stream goal. Round 2 runs before any commit:
+    // round 1's blocks are freed but not reusable yet. Placements as the kernel's.
+    let fs = fresh(4 << 30, 1_000_000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut files: Vec<File> = (0..4).map(|_| fs.create()).collect();
+    let mut starts = Vec::new();
+    for _round in 0..2 {
+        for f in &mut files {
+            f.open = true;
+            t.truncate(f, 0).unwrap();
+            t.fallocate(f, 0, 73_819_750, true).unwrap();
+            t.close(f);
+            assert_eq!(f.map.len(), 1);
+            starts.push(f.map.iter().next().unwrap().physical);
+        }
+    }
+    let l = log(&t);
+    assert!(l
+        .iter()
+        .all(|(r, _)| r.goal == 32768 && r.len == 18_023 && r.i_size == 0));
+    assert_eq!(
+        starts,
+        vec![8743, 33281, 65536, 98817, 131072, 164353, 196608, 229889]
+    );
+}

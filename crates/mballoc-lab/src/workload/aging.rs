@@ -174,9 +174,8 @@ pub fn age(
     // Churn at the target.
     let fill_bytes = g.out.2;
     while g.out.2 - fill_bytes < churn_bytes {
-        if g.used_blocks() >= target {
-            g.delete()?;
-        } else if !g.create()? {
+        // At the target, or the create found the fs full: make room.
+        if g.used_blocks() >= target || !g.create()? {
             g.delete()?;
         }
         report(g.out.2);

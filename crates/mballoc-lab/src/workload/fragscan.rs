@@ -12,7 +12,6 @@ use super::measure::Output;
 use super::prefill::Holes;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
-use crate::fs::Recorder;
 
 /// 32 GiB at laptop scale, 1 TiB at full scale; half full in holes < 2 MiB, lazy.
 pub const SPEC: FsSpec = FsSpec {
@@ -65,7 +64,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     }
     progress.finish();
     let elapsed = t0.elapsed().as_secs_f64();
-    let rec = std::mem::replace(&mut t.rec, Recorder::default());
+    let rec = std::mem::take(&mut t.rec);
     let mut out = Output::new(rec, files, RUNS as u64, 1, elapsed);
     for (i, (ms, cons, useless, loads, extents)) in per_run.iter().enumerate() {
         let k = i + 1;

@@ -20,7 +20,7 @@ use crate::metrics::bluestore::bluestore_scores;
 use crate::metrics::e4defrag::e4defrag_score;
 use crate::metrics::extent_sizes::extent_sizes;
 use crate::metrics::filefrag::file_extents;
-use crate::metrics::frag_pct::fsperf_frag;
+use crate::metrics::frag_pct::fsperf_frag_masked;
 use crate::metrics::freefrag::{e2freefrag, FreeFragOptions};
 use crate::metrics::latency::latency_stats;
 use crate::metrics::mb_groups::{mb_groups, render_mb_groups, total_counters};
@@ -126,7 +126,19 @@ fn free_space_metrics(
     series: &mut BTreeMap<String, Vec<(f64, f64)>>,
     detail: &mut Map<String, Value>,
 ) -> Result<(), LabError> {
-    let mut frag = fsperf_frag(space);
+    // fsperf keeps only block groups holding data: here, groups with more in use than mkfs put
+    // there (metadata-only groups would otherwise count as fragmented).
+    let is_data: Vec<bool> = (0..space.group_count())
+        .map(|g| {
+            let used = u64::from(env.geo.group_len(g as u32)) - space.group_free(g);
+            used > u64::from(env.meta_used[g])
+        })
+        .collect();
+    let mut frag = fsperf_frag_masked(space, &is_data)?;
+    s.insert(
+        "data_bg_count".into(),
+        is_data.iter().filter(|&&d| d).count() as f64,
+    );
     s.insert("bg_count".into(), frag.bg_count as f64);
     s.insert(
         "fragmented_bg_count".into(),

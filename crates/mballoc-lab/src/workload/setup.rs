@@ -3,13 +3,14 @@
 //! allocator (lazy on big file systems), the file layer, and optionally a Geriatrix-style aging
 //! pass whose files stay behind.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mballoc::{apply_settings, Allocator, Geometry};
 
 use super::error::LabError;
-use super::prefill::{prefill_ranges, union, Holes};
+use super::prefill::{free_runs, prefill_ranges, union, Holes};
 use super::settings::LabSettings;
 use super::{aging, Progress, RunConfig};
 use crate::fs::{File, Fs, Recorder};
@@ -56,8 +57,11 @@ pub struct Env {
     /// Used ranges before the workload (layout and pre-fill), sorted and merged: groups the
     /// workload never touched are measured from these without reading them.
     pub base_used: Vec<(u64, u64)>,
+    /// Blocks mkfs used in each group (metadata, journal): a group holds data when more of it
+    /// is in use.
+    pub meta_used: Vec<u32>,
     pub fs: Fs,
-    /// What the aging pass touched (its groups are read back for the metrics).
+    /// What ran before the workload and touched groups that `base_used` does not describe.
     pub pre: Recorder,
     /// Files the aging pass left.
     pub aged_files: Vec<File>,
@@ -109,7 +113,13 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         .load_cost(Duration::from_nanos(cfg.load_cost_ns))
         .build()?;
     let fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
+    let meta_used = free_runs(&geo, &union(&layout.used, &[]))
+        .iter()
+        .enumerate()
+        .map(|(g, runs)| geo.group_len(g as u32) - runs.iter().map(|r| r.1).sum::<u32>())
+        .collect();
     let mut env = Env {
+        meta_used,
         cfg: cfg.clone(),
         lab,
         geo,
@@ -123,11 +133,58 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
     if let Some(u) = env.lab.age {
         let plan = aging::AgingPlan::starting_state(u, env.cfg.quick);
         let aged = aging::age(&env.fs, &plan, env.cfg.seed, progress)?;
-        env.pre = aged.rec;
         env.aged_files = aged.files;
         env.fs.commit();
+        env.remount(&aged.rec.touched, lazy)?;
     }
     Ok(env)
+}
+
+impl Env {
+    /// Unmount and mount again: the on-disk state becomes the new start state (groups in
+    /// `touched` are read back from the allocator, the rest kept), preallocations vanish and,
+    /// when `lazy`, no bitmap is read until needed.
+    fn remount(&mut self, touched: &HashSet<u32>, lazy: bool) -> Result<(), LabError> {
+        let old = self.fs.allocator();
+        let mut groups: Vec<u32> = touched.iter().copied().collect();
+        groups.sort_unstable();
+        // Untouched groups keep their start state, split at group boundaries.
+        let mut used: Vec<(u64, u64)> = Vec::new();
+        for &(s, n) in &self.base_used {
+            let mut at = s.max(self.geo.first_data_block());
+            while at < s + n {
+                let (g, off) = self.geo.locate(at);
+                let len = (s + n - at).min(u64::from(self.geo.group_len(g) - off));
+                if !touched.contains(&g) {
+                    used.push((at, len));
+                }
+                at += len;
+            }
+        }
+        for g in groups {
+            let base = self.geo.group_first_block(g);
+            let disk = old.disk_bitmap(g)?;
+            used.extend(
+                disk.one_runs(0, self.geo.group_len(g))
+                    .map(|(s, n)| (base + u64::from(s), u64::from(n))),
+            );
+        }
+        self.base_used = union(&used, &[]);
+        let alloc = Allocator::builder(self.geo)
+            .used(&self.base_used)
+            .tunables(old.tunables())
+            .cpus(self.cpus)
+            .lazy(lazy)
+            .load_cost(Duration::from_nanos(self.cfg.load_cost_ns))
+            .build()?;
+        debug_assert_eq!(
+            alloc.free_blocks(),
+            old.free_blocks(),
+            "remount lost blocks"
+        );
+        self.fs = self.fs.remounted(Arc::new(alloc));
+        Ok(())
+    }
 }
 
 impl Env {

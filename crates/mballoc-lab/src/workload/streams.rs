@@ -16,7 +16,7 @@ use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
 use crate::fs::{File, Task};
 
-/// W11: 64 tasks × 1 GiB on 200 GiB (laptop: 16 tasks × 16 MiB on 8 GiB).
+/// W11: 64 tasks × 1 GiB on 200 GiB (laptop: 32 tasks × 32 MiB on 8 GiB).
 pub const SPEC_APPENDERS: FsSpec = FsSpec::sized(8 << 30, 200 << 30);
 /// Seed 004: 2 × 10 GiB (80K × 128 KiB) on 64 GiB (laptop: 2 × 256 MiB on 4 GiB).
 pub const SPEC_SEED004: FsSpec = FsSpec::sized(4 << 30, 64 << 30);
@@ -114,7 +114,7 @@ fn run_streams(
 
 /// W11.
 pub fn appenders(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), LabError> {
-    let (writers, count) = if cfg.quick { (16, 4096) } else { (64, 262_144) };
+    let (writers, count) = if cfg.quick { (32, 8192) } else { (64, 262_144) };
     run_streams(
         cfg,
         &SPEC_APPENDERS,
