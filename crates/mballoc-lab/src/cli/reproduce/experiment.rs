@@ -7,10 +7,10 @@ use mballoc_lab::report::ComparisonTable;
 use mballoc_lab::workload::{self, RunConfig, RunResult};
 use serde::Serialize;
 
+use super::pairs::{run_pairs, Pairs};
 use super::seeds::{Case, Experiment};
 use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
-use crate::cli::run::run_one;
 
 /// The preset both sides start from.
 pub const PRESET: Policy = Policy::Linux618;
@@ -117,9 +117,7 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
                 .push(format!("{} (no such workload in this build)", c.workload));
             continue;
         }
-        let pair = run_one(&config(c, &base, quick), bar)
-            .and_then(|rb| Ok((rb, run_one(&config(c, &improved, quick), bar)?)));
-        let (rb, ri) = match pair {
+        let pairs = match run_pairs(c, &base, &improved, quick, bar) {
             Ok(p) => p,
             Err(e) => {
                 report
@@ -128,38 +126,47 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
                 continue;
             }
         };
-        add_rows(&mut table, c, &rb, &ri);
-        report.ran.push(format!(
-            "{} T={} on {}{} (base {:.1} s, improved {:.1} s)",
-            c.workload,
-            c.threads,
-            fmt_size(rb.fs_size),
-            if c.load_cost_ns > 0 {
-                format!(", {} us per bitmap load", c.load_cost_ns / 1000)
-            } else {
-                String::new()
-            },
-            rb.elapsed_s,
-            ri.elapsed_s
-        ));
-        report.runs.push(rb);
-        report.runs.push(ri);
+        add_rows(&mut table, c, &pairs);
+        report.ran.push(ran_line(c, &pairs));
+        report.runs.extend(pairs.into_runs());
     }
     report.table = table;
     report
 }
 
-/// One row per metric of the case: `workload T=n: metric`, our two values and the seed's figure.
-fn add_rows(t: &mut ComparisonTable, c: &Case, rb: &RunResult, ri: &RunResult) {
+/// One row per metric of the case: `workload T=n: metric`, our two medians and the seed's
+/// figure.
+fn add_rows(t: &mut ComparisonTable, c: &Case, pairs: &Pairs) {
     for r in c.rows {
         let label = format!("{} T={}: {}", c.workload, c.threads, r.metric);
-        let a = rb.scalars.get(r.metric).copied().unwrap_or(f64::NAN);
-        let b = ri.scalars.get(r.metric).copied().unwrap_or(f64::NAN);
+        let (a, b) = pairs.medians(r.metric);
         match r.published {
             Some(p) => t.row_note(&label, a, b, p),
             None => t.row(&label, a, b),
         };
     }
+}
+
+/// `fallocate2 T=2 on 4G, 3 runs per side alternating, median (base 4.0 s, improved 4.0 s)`.
+fn ran_line(c: &Case, pairs: &Pairs) -> String {
+    let size = pairs.base.first().map_or(0, |r| r.fs_size);
+    let secs = |runs: &[RunResult]| runs.iter().map(|r| r.elapsed_s).sum::<f64>();
+    let mut s = format!("{} T={} on {}", c.workload, c.threads, fmt_size(size));
+    if c.load_cost_ns > 0 {
+        s.push_str(&format!(", {} us per bitmap load", c.load_cost_ns / 1000));
+    }
+    if pairs.base.len() > 1 {
+        s.push_str(&format!(
+            ", {} runs per side alternating, medians",
+            pairs.base.len()
+        ));
+    }
+    s.push_str(&format!(
+        " (base {:.1} s, improved {:.1} s)",
+        secs(&pairs.base),
+        secs(&pairs.improved)
+    ));
+    s
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! figure beside ours.
 
 pub mod experiment;
+pub mod pairs;
 pub mod seeds;
 
 use std::path::Path;

@@ -27,6 +27,8 @@ pub struct Case {
     pub quick_settings: &'static [&'static str],
     /// Simulated bitmap-load cost, ns.
     pub load_cost_ns: u64,
+    /// Runs per side, alternating; the table shows medians (throughput is noisy).
+    pub reps: u32,
     pub rows: &'static [Row],
 }
 
@@ -50,7 +52,7 @@ pub struct Experiment {
 const G: u64 = 1 << 30;
 
 /// will-it-scale windows shortened for `--quick`.
-const WIS_QUICK: &[&str] = &["warmup_s=1", "duration_s=3"];
+const WIS_QUICK: &[&str] = &["warmup_s=1", "duration_s=2"];
 
 const fn row(metric: &'static str) -> Row {
     Row {
@@ -75,6 +77,7 @@ const fn case(workload: &'static str, threads: u32, rows: &'static [Row]) -> Cas
         settings: &[],
         quick_settings: &[],
         load_cost_ns: 0,
+        reps: 1,
         rows,
     }
 }
@@ -98,6 +101,7 @@ const SEED_000: Experiment = Experiment {
     cases: &[
         Case {
             quick_settings: WIS_QUICK,
+            reps: 3,
             ..case(
                 "fallocate2",
                 1,
@@ -109,6 +113,7 @@ const SEED_000: Experiment = Experiment {
         },
         Case {
             quick_settings: WIS_QUICK,
+            reps: 3,
             ..case(
                 "fallocate2",
                 2,
@@ -135,6 +140,7 @@ const SEED_001: Experiment = Experiment {
     cases: &[
         Case {
             quick_settings: WIS_QUICK,
+            reps: 3,
             ..case(
                 "fallocate2",
                 2,
@@ -146,6 +152,7 @@ const SEED_001: Experiment = Experiment {
         },
         Case {
             quick_settings: WIS_QUICK,
+            reps: 3,
             ..case("fallocate3", 2, &[row("ops_per_sec_per_task")])
         },
     ],
@@ -210,6 +217,7 @@ const SEED_003: Experiment = Experiment {
     cases: &[
         Case {
             load_cost_ns: 20_000,
+            reps: 3,
             ..sized(
                 "seed003",
                 1,
@@ -221,6 +229,7 @@ const SEED_003: Experiment = Experiment {
         },
         Case {
             load_cost_ns: 20_000,
+            reps: 3,
             ..sized(
                 "seed003",
                 2,
