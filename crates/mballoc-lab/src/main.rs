@@ -38,10 +38,7 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
         Cmd::Run(a) => cli::run::cmd_run(&a),
         Cmd::Compare(a) => cli::run::cmd_compare(&a),
         Cmd::Reproduce(a) => cli::reproduce::cmd_reproduce(&a),
-        Cmd::List => {
-            print!("{}", cli::list::render());
-            Ok(())
-        }
+        Cmd::List => cli::emit::out(&cli::list::render()),
         Cmd::Groups(a) => cli::replay::cmd_groups(&a),
         Cmd::Replay(a) => cli::replay::cmd_replay(&a),
     }
@@ -50,6 +47,8 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
 fn main() -> ExitCode {
     match dispatch(Cli::parse().cmd) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader closed the pipe (`| head`): nothing left to say.
+        Err(CliError::BrokenPipe) => ExitCode::from(141),
         Err(e) => {
             eprintln!("mballoc: {e}");
             ExitCode::from(e.exit_code())

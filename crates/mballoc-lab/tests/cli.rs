@@ -175,3 +175,17 @@ fn compare_prints_both_policies_and_a_diff_column() {
     assert!(out.contains("| ops_per_sec "), "{out}");
     assert!(out.contains('%'), "a change in %: {out}");
 }
+
+#[test]
+fn a_closed_stdout_is_a_quiet_exit_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // every write the child makes now fails with EPIPE
+    let o = Command::new(env!("CARGO_BIN_EXE_mballoc"))
+        .arg("list")
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(141), "{err}");
+}

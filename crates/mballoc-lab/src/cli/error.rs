@@ -48,6 +48,9 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// Stdout was closed by its reader; `main` exits quietly.
+    #[error("stdout closed")]
+    BrokenPipe,
     /// Anything else from the allocator (e.g. the fresh-filesystem layout).
     #[error("{0}")]
     Other(String),

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod config;
+pub mod emit;
 pub mod error;
 pub mod list;
 pub mod outdir;

@@ -10,39 +10,60 @@ use std::fmt::Write as _;
 
 use mballoc_lab::report::table::fmt_num;
 use mballoc_lab::workload::RunResult;
-use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::parse::fmt_size;
 
-/// The run as one flat JSON object (see the module doc).
-pub fn json_object(r: &RunResult) -> Value {
-    let mut m = Map::new();
-    m.insert("workload".into(), r.workload.clone().into());
-    m.insert("policy".into(), r.policy.clone().into());
-    m.insert("settings".into(), r.settings.clone().into());
-    m.insert("threads".into(), r.threads.into());
-    m.insert("fs_size".into(), r.fs_size.into());
-    m.insert("seed".into(), r.seed.into());
-    m.insert("elapsed_s".into(), number(r.elapsed_s));
-    for (k, &v) in &r.scalars {
-        // Identity fields win; a scalar of the same name would be ambiguous.
-        m.entry(k.clone()).or_insert_with(|| number(v));
+/// The run as one flat JSON object (see the module doc), serialised in that order.
+pub struct JsonRun<'a>(pub &'a RunResult);
+
+/// The identity keys, which a same-named scalar may not shadow.
+const IDENTITY: [&str; 7] = [
+    "workload",
+    "policy",
+    "settings",
+    "threads",
+    "fs_size",
+    "seed",
+    "elapsed_s",
+];
+
+impl Serialize for JsonRun<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("workload", &r.workload)?;
+        m.serialize_entry("policy", &r.policy)?;
+        m.serialize_entry("settings", &r.settings)?;
+        m.serialize_entry("threads", &r.threads)?;
+        m.serialize_entry("fs_size", &r.fs_size)?;
+        m.serialize_entry("seed", &r.seed)?;
+        m.serialize_entry("elapsed_s", &number(r.elapsed_s))?;
+        for (k, &v) in r
+            .scalars
+            .iter()
+            .filter(|(k, _)| !IDENTITY.contains(&k.as_str()))
+        {
+            m.serialize_entry(k, &number(v))?;
+        }
+        let series: BTreeMap<&str, Vec<[Value; 2]>> = r
+            .series
+            .iter()
+            .map(|(k, pts)| {
+                (
+                    k.as_str(),
+                    pts.iter().map(|&(x, y)| [number(x), number(y)]).collect(),
+                )
+            })
+            .collect();
+        m.serialize_entry("series", &series)?;
+        m.serialize_entry("detail", &r.detail)?;
+        m.end()
     }
-    let series = r
-        .series
-        .iter()
-        .map(|(k, pts)| {
-            (
-                k.clone(),
-                pts.iter()
-                    .map(|&(x, y)| vec![number(x), number(y)])
-                    .collect(),
-            )
-        })
-        .collect::<Map<String, Value>>();
-    m.insert("series".into(), Value::Object(series));
-    m.insert("detail".into(), r.detail.clone());
-    Value::Object(m)
 }
 
 /// JSON has no NaN or infinity: those become `null`.
@@ -50,9 +71,9 @@ fn number(v: f64) -> Value {
     serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
 }
 
-/// One line of JSON for the run.
+/// One line of JSON for the run, identity first.
 pub fn json_line(r: &RunResult) -> String {
-    json_object(r).to_string()
+    serde_json::to_string(&JsonRun(r)).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
 /// The run's heading: `fallocate2 · linux-6.18 +x=1 · 2 threads · 16G · seed 1 · 5.02 s`.
@@ -139,7 +160,13 @@ pub(crate) mod tests {
 
     #[test]
     fn json_is_flat_with_identity_first() {
-        let v: Value = serde_json::from_str(&json_line(&sample("linux-6.18", 2, 10.0))).unwrap();
+        let line = json_line(&sample("linux-6.18", 2, 10.0));
+        assert!(
+            line.starts_with(r#"{"workload":"fallocate2","policy":"linux-6.18","#),
+            "{line}"
+        );
+        assert_eq!(line.matches("\"threads\"").count(), 1, "{line}");
+        let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["ops_per_sec"], 10.0);
         assert_eq!(v["frag_pct_mean"], 12.5);
         assert_eq!(

@@ -8,6 +8,7 @@ use mballoc::{Allocator, Geometry};
 use mballoc_lab::replay::{self, ReplayReport};
 
 use super::args::{GroupsArgs, ReplayArgs};
+use super::emit::{out, outln};
 use super::error::CliError;
 
 /// `mballoc groups`.
@@ -24,19 +25,17 @@ pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
     )
     .map_err(|e| other(&e))?;
     let alloc = Allocator::new(geo, &layout.used).map_err(|e| other(&e))?;
-    print!("{}", alloc.mb_groups().map_err(|e| other(&e))?);
-    Ok(())
+    out(&alloc.mb_groups().map_err(|e| other(&e))?)
 }
 
 /// `mballoc replay`.
 pub fn cmd_replay(a: &ReplayArgs) -> Result<(), CliError> {
     let rep = replay::replay_paths(&a.cases)?;
     if a.json {
-        println!("{}", to_json(&rep)?);
+        outln(&to_json(&rep)?)
     } else {
-        print!("{}", render(&rep, a.show));
+        out(&render(&rep, a.show))
     }
-    Ok(())
 }
 
 /// Pretty JSON of a replay report.

@@ -6,6 +6,7 @@ use mballoc_lab::workload::{self, RunConfig, RunResult};
 
 use super::args::{CompareArgs, Output, RunArgs};
 use super::config::{label, run_configs};
+use super::emit::outln;
 use super::error::CliError;
 use super::outdir;
 use super::output::{json_line, sweep_table};
@@ -29,15 +30,15 @@ pub fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
     for cfg in &cfgs {
         let r = run_one(cfg, &bar)?;
         if a.output.json {
-            println!("{}", json_line(&r));
+            outln(&json_line(&r))?;
         } else {
-            println!("{}", summary(&r));
+            outln(&summary(&r))?;
         }
         results.push(r);
     }
     if !a.output.json {
         if let Some(t) = sweep_table(&results.iter().collect::<Vec<_>>()) {
-            println!("{t}");
+            outln(&t)?;
         }
     }
     write_out(&a.output, &results)
@@ -60,9 +61,10 @@ pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
         let ra = run_one(ca, &bar)?;
         let rb = run_one(cb, &bar)?;
         if a.output.json {
-            println!("{}\n{}", json_line(&ra), json_line(&rb));
+            outln(&json_line(&ra))?;
+            outln(&json_line(&rb))?;
         } else {
-            println!("{}", comparison(&ra, &rb, &la, &lb).render());
+            outln(&comparison(&ra, &rb, &la, &lb).render())?;
         }
         results.push(ra);
         results.push(rb);

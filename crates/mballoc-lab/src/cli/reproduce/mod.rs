@@ -15,6 +15,7 @@ use mballoc_lab::report;
 use serde::Serialize;
 
 use super::args::ReproduceArgs;
+use super::emit::outln;
 use super::error::CliError;
 use super::outdir;
 use super::progress::Bar;
@@ -41,7 +42,7 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     for e in chosen {
         let rep = run_experiment(e, a.quick, &bar);
         if !a.output.json {
-            println!("{}", rep.render());
+            outln(&rep.render())?;
         }
         seeds.push(rep);
     }
@@ -52,12 +53,9 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         elapsed_s: t0.elapsed().as_secs_f64(),
     };
     if a.output.json {
-        println!(
-            "{}",
-            serde_json::to_string(&all).map_err(|e| CliError::Other(e.to_string()))?
-        );
+        outln(&serde_json::to_string(&all).map_err(|e| CliError::Other(e.to_string()))?)?;
     } else {
-        println!("reproduce took {:.1} s", all.elapsed_s);
+        outln(&format!("reproduce took {:.1} s", all.elapsed_s))?;
     }
     if let Some(dir) = &a.output.out {
         save(dir, &all, a.output.quiet)?;
@@ -122,11 +120,11 @@ fn fidelity(a: &ReproduceArgs) -> Result<Option<ReplayReport>, CliError> {
     }
     let rep = replay::replay_paths(std::slice::from_ref(&dir))?;
     if !a.output.json {
-        println!(
+        outln(&format!(
             "Fidelity: Linux 6.18 captures in {} replayed through mballoc",
             dir.display()
-        );
-        println!("{}", render(&rep, 10));
+        ))?;
+        outln(&render(&rep, 10))?;
     }
     Ok(Some(rep))
 }
