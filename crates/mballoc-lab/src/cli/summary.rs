@@ -9,8 +9,11 @@ use mballoc_lab::workload::RunResult;
 
 use super::output::heading;
 
-/// Groups in print order: a title and whether a metric name belongs to it.
-const GROUPS: [(&str, fn(&str) -> bool); 6] = [
+/// Whether a metric name belongs to a group.
+type Member = fn(&str) -> bool;
+
+/// Groups in print order: a title and its membership test.
+const GROUPS: [(&str, Member); 6] = [
     ("throughput (M1)", |k| k.starts_with("ops")),
     ("fragmentation (M2)", |k| {
         k.starts_with("frag_pct") || k.ends_with("bg_count")
