@@ -30,7 +30,7 @@ impl Bar {
     pub fn new(enabled: bool) -> Bar {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         let style = ProgressStyle::with_template(
-            "{msg:>28} [{bar:36}] {percent:>3}% {pos}/{len} ({elapsed}, eta {eta})",
+            "{msg} [{wide_bar}] {pos}/{len} ({elapsed}, eta {eta})",
         )
         .map(|s| s.progress_chars("=> "))
         .unwrap_or_else(|_| ProgressStyle::default_bar());
