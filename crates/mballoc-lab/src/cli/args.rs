@@ -32,7 +32,8 @@ pub fn policy_name(s: &str) -> Result<Policy, String> {
 /// Options shared by `run` and `compare`: what to run and how big.
 #[derive(Args, Debug, Clone)]
 pub struct Scenario {
-    /// Tunable overrides `name=value`, applied on top of the policy (repeatable).
+    /// Allocator tunables or lab settings `name=value` (see `mballoc list`), applied on top of
+    /// the policy (repeatable).
     #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse::setting)]
     pub settings: Vec<String>,
     /// Thread counts to run, comma separated; one run per count.
@@ -42,7 +43,7 @@ pub struct Scenario {
     /// for the scale (`--quick` or full).
     #[arg(long, value_name = "SIZE", value_parser = parse::size)]
     pub fs_size: Option<u64>,
-    /// Seed of the workload's random choices (runs are deterministic per seed and thread count).
+    /// Seed of the workload's random choices (a one-thread run is deterministic per seed).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// A shorter run of the same workload (seconds, not minutes).

@@ -29,11 +29,10 @@ impl Bar {
     /// A bar drawn to stderr when `enabled`; otherwise every call is a cheap no-op.
     pub fn new(enabled: bool) -> Bar {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
-        let style = ProgressStyle::with_template(
-            "{msg} [{wide_bar}] {pos}/{len} ({elapsed}, eta {eta})",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style =
+            ProgressStyle::with_template("{msg} [{wide_bar}] {pos}/{len} ({elapsed}, eta {eta})")
+                .map(|s| s.progress_chars("=> "))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         Bar {
             bar,
