@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use mballoc::{Allocator, Geometry};
-use mballoc_lab::replay;
+use mballoc_lab::{bench, replay};
 
 /// mballoc: the ext4 multi-block allocator (Linux 6.18) lab.
 #[derive(Parser)]
@@ -43,6 +43,21 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         show: usize,
     },
+    /// Benchmarks: churn against peer allocators, thread scaling, a huge aged filesystem.
+    Bench {
+        /// churn, threads, huge or all.
+        #[arg(default_value = "all")]
+        which: bench::cli::Which,
+        /// Runs per system (the median is reported; default 5, 2 with --quick).
+        #[arg(long)]
+        runs: Option<u32>,
+        /// Small variants that finish in seconds.
+        #[arg(long)]
+        quick: bool,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Parses sizes like `4G`, `512M`, `16T`, `1048576` (bytes, binary units).
@@ -67,6 +82,20 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
+        Cmd::Bench {
+            which,
+            runs,
+            quick,
+            json,
+        } => {
+            let opts = bench::cli::BenchOptions { which, runs, quick };
+            let rep = bench::cli::run(&opts).map_err(|e| e.to_string())?;
+            match json {
+                true => println!("{}", serde_json::to_string(&rep).map_err(|e| e.to_string())?),
+                false => print!("{}", rep.render()),
+            }
+            Ok(())
+        }
         Cmd::Groups { fs_size } => {
             let bytes = parse_size(&fs_size)?;
             let layout = mballoc_lab::mkfs::layout(bytes).map_err(|e| e.to_string())?;

@@ -1,0 +1,1 @@
+//! Huge filesystem. Filled in below.

@@ -1,0 +1,1 @@
+//! Thread scaling (W1). Filled in below.
