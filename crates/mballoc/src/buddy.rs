@@ -148,12 +148,48 @@ impl Buddy {
     /// Order of the maximal free chunk holding the free cluster `c` (`mb_find_order_for_block`).
     #[inline]
     fn order_for_block(&self, c: u32) -> u32 {
-        (1..=self.max_order)
-            .find(|&o| {
-                let bm = &self.orders[o as usize];
-                (c >> o) < bm.len() && bm.get(c >> o)
-            })
-            .unwrap_or(0)
+        let mut o = 1;
+        while o <= self.max_order {
+            if self.orders[o as usize].get(c >> o) {
+                return o;
+            }
+            o += 1;
+        }
+        0
+    }
+
+    /// Takes the maximal chunk `[start, start + 2^order)` out of the buddy.
+    #[inline]
+    fn remove_chunk(&mut self, start: u32, order: u32) {
+        self.counters[order as usize] -= 1;
+        if order > 0 {
+            self.orders[order as usize].clear(start >> order);
+        }
+    }
+
+    /// Adds the chunk `[start, start + 2^order)`, merging it with its free buddy as long as
+    /// there is one (`mb_buddy_mark_free`). Its clusters must be clear in the bitmap already.
+    fn insert_merging(&mut self, mut start: u32, mut order: u32) {
+        while order < self.max_order {
+            let buddy = start ^ (1 << order);
+            // An order-0 buddy is a free cluster whose pair (our chunk) was in use, so it is a
+            // chunk of order 0 exactly.
+            let free_chunk = if order == 0 {
+                !self.bitmap.get(buddy)
+            } else {
+                self.orders[order as usize].get(buddy >> order)
+            };
+            if !free_chunk {
+                break;
+            }
+            self.remove_chunk(buddy, order);
+            start = start.min(buddy);
+            order += 1;
+        }
+        self.counters[order as usize] += 1;
+        if order > 0 {
+            self.orders[order as usize].set(start >> order);
+        }
     }
 
     /// The free extent starting at `block`, grown chunk by chunk until it reaches `needed` or
@@ -186,41 +222,20 @@ impl Buddy {
         len.min(self.group_size - block)
     }
 
-    /// The maximal free run holding the free cluster `c`.
-    fn run_around(&self, c: u32) -> (u32, u32) {
-        let start = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1);
-        let end = self
-            .bitmap
-            .find_next_set(c, self.group_size)
-            .unwrap_or(self.group_size);
-        (start, end)
-    }
-
-    /// Kernel `mb_mark_used`'s return value: the length still to mark and the order of the
-    /// first chunk that had to be split (`len | order << 16`), or 0 if no chunk was split.
-    fn split_info(&self, mut start: u32, mut len: u32) -> u32 {
-        while len > 0 {
-            let ord = self.order_for_block(start);
-            let size = 1u32 << ord;
-            if start % size == 0 && len >= size {
-                start += size;
-                len -= size;
-                continue;
-            }
-            return len | (ord << 16);
-        }
-        0
-    }
-
     /// Marks `[start, start + len)` used (`mb_mark_used`). Every cluster must be free.
-    /// Returns the kernel's `tail | buddy << 16` value (see [`Buddy::split_info`]).
+    /// Returns the kernel's `tail | buddy << 16` value: the length still to mark and the order
+    /// of the first chunk that had to be split, or 0 if no chunk was split.
+    ///
+    /// Only the chunks overlapping the range change: each is removed and its parts outside the
+    /// range go back as their greedy aligned decomposition (which is maximal, since the
+    /// neighbouring range is now in use), so a small allocation from a large free run costs a
+    /// few chunk operations rather than a walk of the run.
     pub fn mark_used(&mut self, start: u32, len: u32) -> u32 {
         debug_assert!(len > 0 && start + len <= self.group_size);
         debug_assert!(
             self.bitmap.all_clear(start, start + len),
             "mark_used of a used cluster"
         );
-        let ret = self.split_info(start, len);
         let end = start + len;
         let left_free = start > 0 && !self.bitmap.get(start - 1);
         let right_free = end < self.bitmap.len() && !self.bitmap.get(end);
@@ -233,20 +248,33 @@ impl Buddy {
         if self.first_free == start {
             self.first_free += len;
         }
-        let (a, b) = self.run_around(start);
-        self.decompose(a, b - a, false);
+        let mut ret = 0;
+        let mut p = start;
+        while p < end {
+            let order = self.order_for_block(p);
+            let cs = p & !((1u32 << order) - 1);
+            let ce = cs + (1 << order);
+            if ret == 0 && (cs != p || ce > end) {
+                ret = (end - p) | (order << 16);
+            }
+            self.remove_chunk(cs, order);
+            if cs < start {
+                self.decompose(cs, start - cs, true);
+            }
+            if ce > end {
+                self.decompose(end, ce - end, true);
+            }
+            p = ce;
+        }
         self.bitmap.set_range(start, end);
-        if start > a {
-            self.decompose(a, start - a, true);
-        }
-        if b > end {
-            self.decompose(end, b - end, true);
-        }
         ret
     }
 
     /// Frees `[first, first + count)` into the buddy (`mb_free_blocks`). Every cluster must be
     /// in use; callers check (a double free is a caller error, reported before we get here).
+    ///
+    /// The range goes in as its greedy aligned pieces, each merged upward with its free buddy
+    /// (later pieces merge with earlier ones), which yields the canonical buddy.
     pub fn free_blocks(&mut self, first: u32, count: u32) {
         debug_assert!(count > 0 && first + count <= self.group_size);
         debug_assert!(
@@ -261,24 +289,14 @@ impl Buddy {
             (false, false) => self.fragments += 1,
             _ => {}
         }
-        let a = if left_free {
-            self.run_around(first - 1).0
-        } else {
-            first
-        };
-        let b = if right_free {
-            self.run_around(end).1
-        } else {
-            end
-        };
-        if a < first {
-            self.decompose(a, first - a, false);
+        let border = 1u32 << self.max_order;
+        let mut p = first;
+        while p < end {
+            let order = (ffs(p | border) - 1).min(fls(end - p) - 1);
+            self.bitmap.clear_range(p, p + (1 << order));
+            self.insert_merging(p, order);
+            p += 1 << order;
         }
-        if b > end {
-            self.decompose(end, b - end, false);
-        }
-        self.bitmap.clear_range(first, end);
-        self.decompose(a, b - a, true);
         self.free += count;
         self.first_free = self.first_free.min(first);
     }
