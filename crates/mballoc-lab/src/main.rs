@@ -57,6 +57,9 @@ enum Cmd {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Only the churn systems whose names contain one of these (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -87,8 +90,14 @@ fn run(cli: Cli) -> Result<(), String> {
             runs,
             quick,
             json,
+            only,
         } => {
-            let opts = bench::cli::BenchOptions { which, runs, quick };
+            let opts = bench::cli::BenchOptions {
+                which,
+                runs,
+                quick,
+                only,
+            };
             let rep = bench::cli::run(&opts).map_err(|e| e.to_string())?;
             match json {
                 true => println!("{}", serde_json::to_string(&rep).map_err(|e| e.to_string())?),

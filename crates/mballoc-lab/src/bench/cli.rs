@@ -34,6 +34,8 @@ pub struct BenchOptions {
     /// Runs per system (the median is reported); default 5, quick 2.
     pub runs: Option<u32>,
     pub quick: bool,
+    /// Churn systems to run: those whose name contains one of these (empty = all).
+    pub only: Vec<String>,
 }
 
 /// Runs what `opts` selects.
@@ -57,7 +59,11 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
         } else {
             ChurnConfig::full()
         };
-        rep.churn = Some(run_churn(&cfg, &System::ALL, runs)?);
+        let systems: Vec<System> = System::ALL
+            .into_iter()
+            .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| s.name().contains(o)))
+            .collect();
+        rep.churn = Some(run_churn(&cfg, &systems, runs)?);
     }
     Ok(rep)
 }
