@@ -146,16 +146,31 @@ impl Buddy {
     }
 
     /// Order of the maximal free chunk holding the free cluster `c` (`mb_find_order_for_block`).
+    ///
+    /// The buddy is canonical, so that order is the largest `o` for which the aligned `2^o`
+    /// block around `c` is entirely free: the cluster's own bitmap word answers up to order 6,
+    /// the order bitmaps above.
     #[inline]
     fn order_for_block(&self, c: u32) -> u32 {
-        let mut o = 1;
-        while o <= self.max_order {
-            if self.orders[o as usize].get(c >> o) {
+        let free = !self.bitmap.word(c / 64);
+        let bit = c % 64;
+        let mut o = 0;
+        while o < 6 && o < self.max_order {
+            let size = 2u32 << o;
+            let mask = if size == 64 {
+                !0u64
+            } else {
+                ((1u64 << size) - 1) << (bit & !(size - 1))
+            };
+            if free & mask != mask {
                 return o;
             }
             o += 1;
         }
-        0
+        while o < self.max_order && !self.orders[o as usize].get(c >> o) {
+            o += 1;
+        }
+        o
     }
 
     /// Takes the maximal chunk `[start, start + 2^order)` out of the buddy.
@@ -195,30 +210,23 @@ impl Buddy {
     /// The free extent starting at `block`, grown chunk by chunk until it reaches `needed` or
     /// meets a used cluster (`mb_find_extent`). Buddy-granular: it can be longer than `needed`.
     /// Returns 0 if `block` is not free.
+    ///
+    /// Closed form of the kernel's walk: it ends at the first used cluster if one lies within
+    /// `needed`, else at the end of the chunk holding the `needed`-th cluster.
     pub fn find_extent(&self, block: u32, needed: u32) -> u32 {
         if block >= self.group_size || self.bitmap.get(block) {
             return 0;
         }
-        let mut order = self.order_for_block(block);
-        let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
-        let mut idx = block >> order;
-        while needed > len && order <= self.max_order {
-            let max = if order == 0 {
-                self.bitmap.len()
-            } else {
-                self.orders[order as usize].len()
-            };
-            if idx + 1 >= max {
-                break;
-            }
-            let next = (idx + 1) << order;
-            if self.bitmap.get(next) {
-                break;
-            }
-            order = self.order_for_block(next);
-            idx = next >> order;
-            len += 1 << order;
-        }
+        let lim = self.bitmap.len();
+        let last = block.saturating_add(needed.max(1) - 1);
+        let len = if let Some(u) = self.bitmap.find_next_set(block, last.saturating_add(1).min(lim)) {
+            u - block
+        } else if last >= lim {
+            lim - block
+        } else {
+            let o = self.order_for_block(last);
+            (last | ((1u32 << o) - 1)) + 1 - block
+        };
         len.min(self.group_size - block)
     }
 
@@ -332,21 +340,35 @@ impl Buddy {
     pub fn next_fit(&self, from: u32, len: u32) -> Option<u32> {
         let mut i = from;
         if i < self.group_size && !self.bitmap.get(i) {
-            let j = self.next_used(i);
-            if j - i >= len {
-                return Some(i);
+            match self.free_for(i, len) {
+                Ok(()) => return Some(i),
+                Err(used) => i = used,
             }
-            i = j;
         }
         let k = (fls(len.saturating_add(1)) - 1).saturating_sub(1);
         loop {
             let c = self.next_chunk(i, k)?;
+            // The run's start lies less than 2^(k+1) before `c` (only smaller chunks precede
+            // the first chunk of order ≥ k in a run), so this look back is short.
             let a = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1).max(i);
-            let b = self.next_used(c);
-            if b - a >= len {
-                return Some(a);
+            match self.free_for(a, len) {
+                Ok(()) => return Some(a),
+                Err(used) => i = used,
             }
-            i = b;
+        }
+    }
+
+    /// Whether `len` clusters are free from the free cluster `a`; if not, the first cluster
+    /// after `a` in use (or the group end). Looks at no more than `len` clusters.
+    #[inline]
+    fn free_for(&self, a: u32, len: u32) -> Result<(), u32> {
+        let end = a.saturating_add(len);
+        if end > self.group_size {
+            return Err(self.next_used(a));
+        }
+        match self.bitmap.find_next_set(a, end) {
+            None => Ok(()),
+            Some(u) => Err(u),
         }
     }
 
@@ -448,8 +470,53 @@ mod tests {
         b.check(12).unwrap();
     }
 
+    /// The kernel's chunk-by-chunk `mb_find_extent`, as a reference for the closed form.
+    fn find_extent_walk(b: &Buddy, block: u32, needed: u32) -> u32 {
+        if block >= b.group_size || b.bitmap.get(block) {
+            return 0;
+        }
+        let order_at = |c: u32| {
+            (1..=b.max_order)
+                .find(|&o| b.orders[o as usize].get(c >> o))
+                .unwrap_or(0)
+        };
+        let mut order = order_at(block);
+        let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
+        let mut idx = block >> order;
+        while needed > len {
+            let max = if order == 0 {
+                b.bitmap.len()
+            } else {
+                b.orders[order as usize].len()
+            };
+            if idx + 1 >= max {
+                break;
+            }
+            let next = (idx + 1) << order;
+            if b.bitmap.get(next) {
+                break;
+            }
+            order = order_at(next);
+            idx = next >> order;
+            len += 1 << order;
+        }
+        len.min(b.group_size - block)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn find_extent_matches_kernel_walk(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..40), probes in proptest::collection::vec((0u32..4096, 1u32..5000), 1..40)) {
+            let mut bm = Bitmap::new(4096);
+            for (s, l) in used {
+                bm.set_range(s, (s + l).min(4096));
+            }
+            let b = Buddy::generate(&bm, 4000, 4000, 9);
+            for (block, needed) in probes {
+                prop_assert_eq!(b.find_extent(block, needed), find_extent_walk(&b, block, needed), "block {} needed {}", block, needed);
+            }
+        }
+
         #[test]
         fn next_fit_matches_run_walk(used in proptest::collection::vec((0u32..4096, 1u32..200), 0..80), from in 0u32..4096, len in 1u32..600) {
             let mut bm = Bitmap::new(4096);
