@@ -2,6 +2,7 @@
 
 use super::churn::{run_churn, ChurnConfig};
 use super::peers::System;
+use super::threads::{run_threads, ThreadsConfig};
 use super::report::BenchReport;
 use super::BenchError;
 
@@ -64,6 +65,14 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| s.name().contains(o)))
             .collect();
         rep.churn = Some(run_churn(&cfg, &systems, runs)?);
+    }
+    if want(Which::Threads) {
+        let cfg = if opts.quick {
+            ThreadsConfig::quick()
+        } else {
+            ThreadsConfig::full()
+        };
+        rep.threads = Some(run_threads(&cfg, runs)?);
     }
     Ok(rep)
 }

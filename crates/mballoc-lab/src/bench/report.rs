@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::churn::ChurnReport;
+use super::threads::ThreadsReport;
 
 /// Everything one `mballoc bench` invocation measured.
 #[derive(Debug, Clone, Serialize, Default)]
@@ -12,6 +13,8 @@ pub struct BenchReport {
     pub quick: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub churn: Option<ChurnReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<ThreadsReport>,
 }
 
 impl BenchReport {
@@ -20,6 +23,9 @@ impl BenchReport {
         let mut s = String::new();
         if let Some(c) = &self.churn {
             render_churn(&mut s, c);
+        }
+        if let Some(t) = &self.threads {
+            render_threads(&mut s, t);
         }
         s
     }
@@ -58,5 +64,32 @@ fn render_churn(s: &mut String, c: &ChurnReport) {
     }
     for (name, why) in &c.skipped {
         let _ = writeln!(s, "{name}: skipped — {why}");
+    }
+}
+
+fn render_threads(s: &mut String, t: &ThreadsReport) {
+    let _ = writeln!(
+        s,
+        "\nthreads: W1 (fallocate2: private {}-block files, {} blocks per request), {:.2} s per \
+         point, median of {} runs",
+        t.config.file_blocks, t.config.chunk, t.config.seconds, t.runs
+    );
+    let _ = writeln!(
+        s,
+        "{:<26} {:>8} {:>14} {:>14} {:>12}",
+        "system", "threads", "ops/s", "ops/s/thread", "scalability"
+    );
+    for p in &t.points {
+        let _ = writeln!(
+            s,
+            "{:<26} {:>8} {:>14.0} {:>14.0} {:>12.2}",
+            p.system, p.threads, p.ops_per_s, p.ops_per_s_per_thread, p.scalability
+        );
+    }
+    for (pol, r) in &t.two_vs_one {
+        let _ = writeln!(s, "{pol}: 2 threads vs 1, per-thread rate ratio {r:.2} (total {:.2}x)", 2.0 * r);
+    }
+    for (n, r) in &t.v618_vs_v616 {
+        let _ = writeln!(s, "{n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}");
     }
 }
