@@ -3,7 +3,9 @@
 
 pub mod bench;
 pub mod case;
+pub mod fs;
 pub mod metrics;
 pub mod mkfs;
 pub mod replay;
 pub mod report;
+pub mod workload;

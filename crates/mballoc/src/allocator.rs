@@ -14,6 +14,7 @@ use crate::geometry::Geometry;
 use crate::group::{state, Group, GroupState, Loaded};
 use crate::index::OrderIndex;
 use crate::prealloc::{LocalityGroup, OwnerTable};
+use crate::readahead::{ReadAhead, Taken};
 use crate::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::tunables::{possible_cpus, Tunables};
@@ -46,9 +47,14 @@ pub struct Allocator {
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
     pub(crate) lock_busy: AtomicU32,
     pub(crate) stats: Stats,
-    pub(crate) source: Box<dyn BitmapSource>,
+    pub(crate) source: Arc<dyn BitmapSource>,
+    /// Prefetch reads in flight (`ext4_read_block_bitmap_nowait`).
+    pub(crate) readahead: ReadAhead,
     pub(crate) cpus: u32,
 }
+
+/// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+pub struct GroupLockHold<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
 pub struct Builder {
@@ -59,6 +65,7 @@ pub struct Builder {
     lazy: bool,
     source: Option<Box<dyn BitmapSource>>,
     load_cost: std::time::Duration,
+    readers: Option<usize>,
 }
 
 impl Builder {
@@ -88,6 +95,12 @@ impl Builder {
         self.load_cost = cost;
         self
     }
+    /// Threads that carry out prefetch reads in the background (the disk queue). Default: 4
+    /// when lazy, 0 otherwise; 0 = prefetch reads run inline.
+    pub fn prefetch_threads(mut self, n: usize) -> Self {
+        self.readers = Some(n);
+        self
+    }
     /// Read bitmaps from this source instead of the in-memory device built from `used`.
     pub fn source(mut self, s: Box<dyn BitmapSource>) -> Self {
         self.source = Some(s);
@@ -96,10 +109,11 @@ impl Builder {
 
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
-        let source = match self.source {
-            Some(s) => s,
-            None => Box::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
+        let source: Arc<dyn BitmapSource> = match self.source {
+            Some(s) => Arc::from(s),
+            None => Arc::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
         };
+        let readers = self.readers.unwrap_or(if self.lazy { 4 } else { 0 });
         let tun = self
             .tunables
             .unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
@@ -130,6 +144,7 @@ impl Builder {
             discard_seq: AtomicU64::new(0),
             lock_busy: AtomicU32::new(0),
             stats: Stats::default(),
+            readahead: ReadAhead::new(source.clone(), readers),
             source,
             cpus: self.cpus,
         };
@@ -153,6 +168,7 @@ impl Allocator {
             lazy: false,
             source: None,
             load_cost: std::time::Duration::ZERO,
+            readers: None,
         }
     }
 
@@ -220,7 +236,7 @@ impl Allocator {
             pending: st.pending.iter().map(|p| p.len).sum(),
             desc_free: st.desc_free,
             largest_free_order: l.buddy.largest_free_order(),
-            size_class: st.class,
+            size_class: grp.size_class() as u8,
         })
     }
 
@@ -288,8 +304,21 @@ impl Allocator {
         if st.loaded.is_some() {
             return Ok(());
         }
-        let disk = self.source.read_bitmap(grp.no)?;
-        crate::stats::bump(&self.stats.bitmap_loads);
+        // ext4_wait_block_bitmap: a prefetched buffer is used as is (waiting if its read is
+        // still in flight); otherwise this thread reads it now, synchronously.
+        let disk = match self.readahead.take(grp.no) {
+            Taken::Ready(r, waited) => {
+                if waited {
+                    crate::stats::bump(&self.stats.prefetch_waits);
+                }
+                r?
+            }
+            Taken::NotSubmitted => {
+                crate::stats::bump(&self.stats.bitmap_loads);
+                crate::stats::bump(&self.stats.sync_loads);
+                self.source.read_bitmap(grp.no)?
+            }
+        };
         let bpg = self.geo.blocks_per_group();
         let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
         if buddy.free() != st.desc_free {
@@ -322,6 +351,12 @@ impl Allocator {
         }
         if optimize_scan && c.old_avg != c.new_avg {
             self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
+        }
+        // btrfs_maybe_reset_size_class: a group with no data left loses its class. Classes are
+        // only ever set with `size_classes` on, so this is one load and compare when off.
+        if grp.class.load(Ordering::Relaxed) != 0 && c.free >= grp.baseline_free {
+            grp.class.store(0, Ordering::Relaxed);
+            crate::stats::bump(&self.stats.class_resets);
         }
     }
 
@@ -397,6 +432,16 @@ impl Allocator {
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
         &self.lgs[(cpu % self.cpus) as usize]
+    }
+
+    /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
+    /// group would (for tests and the lab's contention experiments, seed 001).
+    pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
+            group: g,
+            groups: self.geo.group_count(),
+        })?;
+        Ok(GroupLockHold(grp.lock.lock()))
     }
 
     /// Owners that currently hold inode preallocations, with their count.
