@@ -396,7 +396,7 @@ impl Allocator {
         let ex = ctx.b_ex;
         let grp = &self.groups[ex.group as usize];
         let mut st = self.lock_group(grp);
-        if grp.is_corrupt() {
+        if grp.is_corrupt() || self.load_locked(grp, &mut st).is_err() {
             return;
         }
         let Some(l) = st.loaded.as_ref() else { return };
