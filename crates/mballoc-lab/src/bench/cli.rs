@@ -1,6 +1,9 @@
 //! The `mballoc bench` command, kept here so that `main.rs` holds one variant and one match arm.
 
 use super::churn::{run_churn, ChurnConfig};
+use mballoc::Policy;
+
+use super::huge::{run_huge, HugeConfig};
 use super::peers::System;
 use super::threads::{run_threads, ThreadsConfig};
 use super::report::BenchReport;
@@ -73,6 +76,14 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
             ThreadsConfig::full()
         };
         rep.threads = Some(run_threads(&cfg, runs)?);
+    }
+    if want(Which::Huge) {
+        let cfg = if opts.quick {
+            HugeConfig::quick()
+        } else {
+            HugeConfig::full()
+        };
+        rep.huge = Some(run_huge(&cfg, &[Policy::Linux618, Policy::Proposed])?);
     }
     Ok(rep)
 }

@@ -9,6 +9,7 @@
 //!
 //! Timings are medians of several runs taken in one process; compare them only within one run.
 
+pub mod aged_source;
 pub mod churn;
 pub mod cli;
 mod error;

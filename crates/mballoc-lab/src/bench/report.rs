@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::churn::ChurnReport;
+use super::huge::HugeReport;
 use super::threads::ThreadsReport;
 
 /// Everything one `mballoc bench` invocation measured.
@@ -15,6 +16,8 @@ pub struct BenchReport {
     pub churn: Option<ChurnReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadsReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge: Option<HugeReport>,
 }
 
 impl BenchReport {
@@ -26,6 +29,9 @@ impl BenchReport {
         }
         if let Some(t) = &self.threads {
             render_threads(&mut s, t);
+        }
+        if let Some(h) = &self.huge {
+            render_huge(&mut s, h);
         }
         s
     }
@@ -91,5 +97,56 @@ fn render_threads(s: &mut String, t: &ThreadsReport) {
     }
     for (n, r) in &t.v618_vs_v616 {
         let _ = writeln!(s, "{n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}");
+    }
+}
+
+fn render_huge(s: &mut String, h: &HugeReport) {
+    let c = &h.config;
+    let _ = writeln!(
+        s,
+        "\nhuge: {} GiB ({} groups) aged by a procedural source, lazy, cache of {} groups; \
+         {} appends by {} files",
+        c.fs_bytes >> 30,
+        h.groups,
+        c.cache_groups,
+        c.requests,
+        c.files
+    );
+    for r in &h.systems {
+        let _ = writeln!(
+            s,
+            "{}: fill {:.1} %, open {:.0} ms, first allocation {:.0} us, groups scanned mean {:.2} \
+             p99 {:.0} max {}, loaded {} (evictions {}, bitmap loads {}), RSS {} MiB (HWM {} MiB)",
+            r.system,
+            r.fill_pct,
+            r.open_ms,
+            r.first_alloc_us,
+            r.groups_scanned_mean,
+            r.groups_scanned_p99,
+            r.groups_scanned_max,
+            r.loaded_groups,
+            r.evictions,
+            r.bitmap_loads,
+            r.memory_after_run.vm_rss_kib >> 10,
+            r.memory_after_run.vm_hwm_kib >> 10
+        );
+        let _ = writeln!(
+            s,
+            "  {:<20} {:>8} {:>10} {:>10} {:>12}",
+            "criterion", "calls", "p50 us", "p99 us", "max us"
+        );
+        let rows = std::iter::once(("all", &r.all))
+            .chain(r.by_criterion.iter().map(|(k, v)| (k.as_str(), v)));
+        for (name, l) in rows {
+            let _ = writeln!(
+                s,
+                "  {:<20} {:>8} {:>10.1} {:>10.1} {:>12.1}",
+                name,
+                l.calls,
+                l.ns_p50 / 1e3,
+                l.ns_p99 / 1e3,
+                l.ns_max as f64 / 1e3
+            );
+        }
     }
 }
