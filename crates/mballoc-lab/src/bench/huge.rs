@@ -34,7 +34,7 @@ impl HugeConfig {
             fs_bytes: 16 << 40,
             requests: 50_000,
             files: 64,
-            cache_groups: 4096,
+            cache_groups: 1024,
             seed: 0x4147_4544,
         }
     }
