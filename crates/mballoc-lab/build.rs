@@ -7,9 +7,12 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(have_ext2fs)");
     println!("cargo:rerun-if-changed=csrc/ext2fs_shim.c");
     println!("cargo:rerun-if-env-changed=MBALLOC_NO_EXT2FS");
-    let header = ["/usr/include/ext2fs/ext2fs.h", "/usr/local/include/ext2fs/ext2fs.h"]
-        .into_iter()
-        .find(|h| Path::new(h).exists());
+    let header = [
+        "/usr/include/ext2fs/ext2fs.h",
+        "/usr/local/include/ext2fs/ext2fs.h",
+    ]
+    .into_iter()
+    .find(|h| Path::new(h).exists());
     let Some(header) = header else {
         return; // `mballoc bench` says the peer is skipped, and why.
     };

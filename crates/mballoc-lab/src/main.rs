@@ -100,7 +100,10 @@ fn run(cli: Cli) -> Result<(), String> {
             };
             let rep = bench::cli::run(&opts).map_err(|e| e.to_string())?;
             match json {
-                true => println!("{}", serde_json::to_string(&rep).map_err(|e| e.to_string())?),
+                true => println!(
+                    "{}",
+                    serde_json::to_string(&rep).map_err(|e| e.to_string())?
+                ),
                 false => print!("{}", rep.render()),
             }
             Ok(())

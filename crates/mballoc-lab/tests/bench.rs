@@ -47,7 +47,12 @@ fn quick_churn_json_has_every_system() {
     assert!(ran ^ skipped, "libext2fs neither ran nor was skipped");
     for s in churn["systems"].as_array().unwrap() {
         assert!(s["ns_per_op"].as_f64().unwrap() > 0.0);
-        assert_eq!(s["extents_per_alloc"].as_f64().unwrap(), 1.0, "{}", s["system"]);
+        assert_eq!(
+            s["extents_per_alloc"].as_f64().unwrap(),
+            1.0,
+            "{}",
+            s["system"]
+        );
         let ratios = s["ratio_vs"].as_object().unwrap();
         assert_eq!(ratios.len(), names.len() - 1);
         let f = &s["fragmentation"];
@@ -59,14 +64,19 @@ fn quick_churn_json_has_every_system() {
 
 #[test]
 fn quick_threads_and_huge_report_their_figures() {
-    let v = bench_json(&["all", "--quick", "--json", "--runs", "1", "--only", "offset"]);
+    let v = bench_json(&[
+        "all", "--quick", "--json", "--runs", "1", "--only", "offset",
+    ]);
     let t = &v["threads"];
     assert!(t["two_vs_one"]["linux-6.18"].as_f64().unwrap() > 0.0);
     assert!(t["v618_vs_v616"]["1"].as_f64().unwrap() > 0.0);
     for h in v["huge"]["systems"].as_array().unwrap() {
         assert!(h["all"]["calls"].as_u64().unwrap() > 0);
         let loaded = h["loaded_groups"].as_u64().unwrap();
-        assert!(loaded <= h["cache_groups"].as_u64().unwrap() + 64, "{loaded}");
+        assert!(
+            loaded <= h["cache_groups"].as_u64().unwrap() + 64,
+            "{loaded}"
+        );
         let fill = h["fill_pct"].as_f64().unwrap();
         assert!((70.0..80.0).contains(&fill), "{fill}");
     }
@@ -93,9 +103,8 @@ fn first_fit_matches_a_model() {
     for _ in 0..3000 {
         if live.is_empty() || rng.below(3) > 0 {
             let len = rng.range_inclusive(1, 64);
-            let want = (0..=SIZE - u64::from(len)).find(|&s| {
-                (s..s + u64::from(len)).all(|u| !model[u as usize])
-            });
+            let want = (0..=SIZE - u64::from(len))
+                .find(|&s| (s..s + u64::from(len)).all(|u| !model[u as usize]));
             let got = ff.alloc(len, 0).unwrap();
             assert_eq!(got.map(|h| h.0), want, "len {len}");
             if let Some(h) = got {

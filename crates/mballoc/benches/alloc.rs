@@ -40,7 +40,11 @@ fn direct(len: u32, goal: u64) -> Request {
 
 fn alloc_free_commit(c: &mut Criterion) {
     let geo = Geometry::ext4_default(4 << 30).unwrap();
-    let a = Allocator::builder(geo).used(&[(0, 8192)]).cpus(1).build().unwrap();
+    let a = Allocator::builder(geo)
+        .used(&[(0, 8192)])
+        .cpus(1)
+        .build()
+        .unwrap();
     let mut live: VecDeque<Extent> = VecDeque::new();
     let mut i = 0u64;
     c.bench_function("alloc_free_commit", |b| {
@@ -49,7 +53,7 @@ fn alloc_free_commit(c: &mut Criterion) {
             live.push_back(a.allocate(&direct(8, 32768)).expect("space").extent);
             if live.len() > 4096 {
                 a.free(11, live.pop_front().unwrap()).unwrap();
-                if i % 64 == 0 {
+                if i.is_multiple_of(64) {
                     a.commit();
                 }
             }
@@ -69,7 +73,10 @@ fn churn_pair(c: &mut Criterion) {
         let mut goal = 0;
         let mut live: Vec<Extent> = (0..3000)
             .map(|_| {
-                let e = a.allocate(&direct(1 + rng.below(256) as u32, goal)).unwrap().extent;
+                let e = a
+                    .allocate(&direct(1 + rng.below(256) as u32, goal))
+                    .unwrap()
+                    .extent;
                 goal = e.end() % geo.blocks_count();
                 e
             })
@@ -80,10 +87,13 @@ fn churn_pair(c: &mut Criterion) {
                 let i = rng.below(live.len() as u64) as usize;
                 a.free(11, live.swap_remove(i)).unwrap();
                 frees += 1;
-                if frees % 64 == 0 {
+                if frees.is_multiple_of(64) {
                     a.commit();
                 }
-                let e = a.allocate(&direct(1 + rng.below(256) as u32, goal)).unwrap().extent;
+                let e = a
+                    .allocate(&direct(1 + rng.below(256) as u32, goal))
+                    .unwrap()
+                    .extent;
                 goal = e.end() % geo.blocks_count();
                 live.push(e);
             })

@@ -9,12 +9,12 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::bitmap::Bitmap;
 use crate::buddy::Buddy;
+use crate::cache::{GroupCache, EVICTED};
 use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::{state, Group, GroupState, Loaded};
 use crate::index::OrderIndex;
 use crate::prealloc::{LocalityGroup, OwnerTable};
-use crate::cache::{GroupCache, EVICTED};
 use crate::readahead::{ReadAhead, Taken};
 use crate::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};

@@ -219,7 +219,10 @@ impl Buddy {
         }
         let lim = self.bitmap.len();
         let last = block.saturating_add(needed.max(1) - 1);
-        let len = if let Some(u) = self.bitmap.find_next_set(block, last.saturating_add(1).min(lim)) {
+        let len = if let Some(u) = self
+            .bitmap
+            .find_next_set(block, last.saturating_add(1).min(lim))
+        {
             u - block
         } else if last >= lim {
             lim - block

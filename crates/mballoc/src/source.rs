@@ -60,7 +60,10 @@ impl MemSource {
         }
         Ok(MemSource {
             geo,
-            used: per_group.into_iter().map(parking_lot::RwLock::new).collect(),
+            used: per_group
+                .into_iter()
+                .map(parking_lot::RwLock::new)
+                .collect(),
             load_cost: Duration::ZERO,
         })
     }

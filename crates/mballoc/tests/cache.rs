@@ -98,7 +98,7 @@ fn evicted_groups_come_back_as_they_were_and_are_counted() {
     assert!(evicted >= 30, "evictions {evicted}");
     let free: u32 = a.free_extents(0).unwrap().iter().map(|&(_, n)| n).sum();
     assert_eq!(free, 2048 - 100);
-    assert!(a.group(0).unwrap().corrupt == false);
+    assert!(!a.group(0).unwrap().corrupt);
     // The freed blocks are reusable after a commit even when the group was reloaded between.
     a.free(7, got.extent).unwrap();
     a.commit();

@@ -113,7 +113,10 @@ mod tests {
         }
         let fill = used as f64 / total as f64;
         assert!((0.70..0.80).contains(&fill), "fill {fill}");
-        assert!(runs / u64::from(geo.group_count()) > 20, "free runs per group {runs}");
+        assert!(
+            runs / u64::from(geo.group_count()) > 20,
+            "free runs per group {runs}"
+        );
         // A write-back wins over the pattern.
         let mut b = s.read_bitmap(3).unwrap();
         b.clear_range(0, 32768);

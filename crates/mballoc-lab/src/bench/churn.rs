@@ -36,7 +36,7 @@ impl ChurnConfig {
             prefill: 50_000,
             pairs: 200_000,
             max_len: 256,
-            seed: 0x6d62_616c_6c6f_63,
+            seed: 0x006d_6261_6c6c_6f63,
             commit_every: 64,
         }
     }
@@ -83,7 +83,10 @@ pub fn churn_once<P: RangeAlloc>(p: &mut P, cfg: &ChurnConfig) -> Result<ChurnRu
     }
     let ns_per_pair = t.elapsed().as_nanos() as f64 / f64::from(cfg.pairs.max(1));
     p.settle();
-    let used: Vec<Run> = live.iter().flat_map(|h| p.runs(h).iter().collect::<Vec<_>>()).collect();
+    let used: Vec<Run> = live
+        .iter()
+        .flat_map(|h| p.runs(h).iter().collect::<Vec<_>>())
+        .collect();
     check_disjoint(&p.name(), &used, cfg.size)?;
     let free = match p.free_runs() {
         Some(f) => f,
@@ -97,7 +100,12 @@ pub fn churn_once<P: RangeAlloc>(p: &mut P, cfg: &ChurnConfig) -> Result<ChurnRu
     })
 }
 
-fn alloc<P: RangeAlloc>(p: &mut P, len: u32, goal: u64, live: usize) -> Result<P::Handle, BenchError> {
+fn alloc<P: RangeAlloc>(
+    p: &mut P,
+    len: u32,
+    goal: u64,
+    live: usize,
+) -> Result<P::Handle, BenchError> {
     p.alloc(len, goal)?.ok_or_else(|| BenchError::NoSpace {
         system: p.name(),
         len,
@@ -167,7 +175,11 @@ impl Driver<ChurnRun> for Once<'_> {
 
 /// Runs every available system `runs` times, interleaved (run 1 of each, then run 2 …) so that
 /// slow drifts of the machine hit every system alike.
-pub fn run_churn(cfg: &ChurnConfig, systems: &[System], runs: u32) -> Result<ChurnReport, BenchError> {
+pub fn run_churn(
+    cfg: &ChurnConfig,
+    systems: &[System],
+    runs: u32,
+) -> Result<ChurnReport, BenchError> {
     let mut skipped = std::collections::BTreeMap::new();
     let live: Vec<System> = systems
         .iter()

@@ -5,8 +5,8 @@ use mballoc::Policy;
 
 use super::huge::{run_huge, HugeConfig};
 use super::peers::System;
-use super::threads::{run_threads, ThreadsConfig};
 use super::report::BenchReport;
+use super::threads::{run_threads, ThreadsConfig};
 use super::BenchError;
 
 /// Which benchmarks to run.

@@ -132,7 +132,11 @@ pub fn run_huge(cfg: &HugeConfig, policies: &[Policy]) -> Result<HugeReport, Ben
     for &p in policies {
         systems.push(run_one(cfg, geo, p)?);
     }
-    super::fill_ratios(&mut systems, |s| (&s.system, s.ns_per_op), |s| &mut s.ratio_vs);
+    super::fill_ratios(
+        &mut systems,
+        |s| (&s.system, s.ns_per_op),
+        |s| &mut s.ratio_vs,
+    );
     Ok(HugeReport {
         config: cfg.clone(),
         groups: geo.group_count(),

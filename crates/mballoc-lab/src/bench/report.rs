@@ -93,10 +93,17 @@ fn render_threads(s: &mut String, t: &ThreadsReport) {
         );
     }
     for (pol, r) in &t.two_vs_one {
-        let _ = writeln!(s, "{pol}: 2 threads vs 1, per-thread rate ratio {r:.2} (total {:.2}x)", 2.0 * r);
+        let _ = writeln!(
+            s,
+            "{pol}: 2 threads vs 1, per-thread rate ratio {r:.2} (total {:.2}x)",
+            2.0 * r
+        );
     }
     for (n, r) in &t.v618_vs_v616 {
-        let _ = writeln!(s, "{n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}");
+        let _ = writeln!(
+            s,
+            "{n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}"
+        );
     }
 }
 

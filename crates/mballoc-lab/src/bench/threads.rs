@@ -133,7 +133,10 @@ fn run_point(a: &Allocator, cfg: &ThreadsConfig, threads: u32) -> Result<u64, Be
         stop.store(true, Ordering::Relaxed);
         workers
             .into_iter()
-            .map(|w| w.join().unwrap_or_else(|_| Err(BenchError::Peer("W1 thread panicked".into()))))
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|_| Err(BenchError::Peer("W1 thread panicked".into())))
+            })
             .sum()
     })
 }
@@ -216,14 +219,25 @@ pub fn run_threads(cfg: &ThreadsConfig, runs: u32) -> Result<ThreadsReport, Benc
     let snapshot = points.clone();
     for q in &mut points {
         let one = per(&snapshot, &q.policy, 1);
-        q.scalability = if one > 0.0 { q.ops_per_s_per_thread / one } else { 0.0 };
+        q.scalability = if one > 0.0 {
+            q.ops_per_s_per_thread / one
+        } else {
+            0.0
+        };
     }
-    super::fill_ratios(&mut points, |q| (&q.system, q.ns_per_op), |q| &mut q.ratio_vs);
+    super::fill_ratios(
+        &mut points,
+        |q| (&q.system, q.ns_per_op),
+        |q| &mut q.ratio_vs,
+    );
     let two_vs_one = policies
         .iter()
         .map(|p| {
             let (one, two) = (per(&points, p.name(), 1), per(&points, p.name(), 2));
-            (p.name().to_string(), if one > 0.0 { two / one } else { 0.0 })
+            (
+                p.name().to_string(),
+                if one > 0.0 { two / one } else { 0.0 },
+            )
         })
         .collect();
     let v618_vs_v616 = cfg

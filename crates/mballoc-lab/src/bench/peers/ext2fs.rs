@@ -106,7 +106,11 @@ impl Ext2fsPeer {
 #[cfg(not(have_ext2fs))]
 impl Ext2fsPeer {
     /// Always an error here: the shim was not built.
-    pub fn open(_blocks: u64, _per_group: u32, _backend: Backend) -> Result<Ext2fsPeer, BenchError> {
+    pub fn open(
+        _blocks: u64,
+        _per_group: u32,
+        _backend: Backend,
+    ) -> Result<Ext2fsPeer, BenchError> {
         Err(BenchError::Unavailable(UNAVAILABLE_REASON.into()))
     }
 }

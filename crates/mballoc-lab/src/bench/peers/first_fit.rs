@@ -12,7 +12,7 @@ pub struct FirstFit {
 impl FirstFit {
     pub fn new(size: u64) -> FirstFit {
         let mut words = vec![0u64; size.div_ceil(64) as usize];
-        if size % 64 != 0 {
+        if !size.is_multiple_of(64) {
             *words.last_mut().expect("size > 0") = !0u64 << (size % 64);
         }
         FirstFit { words, size }
