@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use cli::args::{CompareArgs, GroupsArgs, ReplayArgs, ReproduceArgs, RunArgs};
 use cli::CliError;
+use mballoc_lab::bench;
 
 /// mballoc: the ext4 multi-block allocator (Linux 6.18) lab.
 #[derive(Parser)]
@@ -31,6 +32,43 @@ enum Cmd {
     Groups(GroupsArgs),
     /// Replay kernel captures and compare every placement with the kernel's.
     Replay(ReplayArgs),
+    /// Benchmarks: churn against peer allocators, thread scaling, a huge aged filesystem.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// churn, threads, huge or all.
+    #[arg(default_value = "all")]
+    which: bench::cli::Which,
+    /// Runs per system (the median is reported; default 5, 2 with --quick).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Small variants that finish in seconds.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Only the churn systems whose names contain one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
+    let opts = bench::cli::BenchOptions {
+        which: a.which,
+        runs: a.runs,
+        quick: a.quick,
+        only: a.only,
+    };
+    let rep = bench::cli::run(&opts).map_err(|e| CliError::Other(e.to_string()))?;
+    if a.json {
+        let text = serde_json::to_string(&rep).map_err(|e| CliError::Other(e.to_string()))?;
+        cli::emit::outln(&text)
+    } else {
+        cli::emit::out(&rep.render())
+    }
 }
 
 fn dispatch(cmd: Cmd) -> Result<(), CliError> {
@@ -41,6 +79,7 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
         Cmd::List => cli::emit::out(&cli::list::render()),
         Cmd::Groups(a) => cli::replay::cmd_groups(&a),
         Cmd::Replay(a) => cli::replay::cmd_replay(&a),
+        Cmd::Bench(a) => cmd_bench(a),
     }
 }
 
