@@ -163,7 +163,7 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Commit => {
-                a.commit();
+                a.commit().map_err(|err| TestCaseError::fail(err.to_string()))?;
                 for b in m.blocks.iter_mut() {
                     if *b == B::Pending {
                         *b = B::Free;
@@ -284,7 +284,7 @@ fn no_reuse_before_commit() {
         a.allocate(&Request::new(2, 0, 1)),
         Err(Error::NoSpace { pending: 32768, .. })
     ));
-    a.commit();
+    a.commit().unwrap();
     assert!(a.allocate(&Request::new(2, 0, 1)).is_ok());
 }
 
@@ -332,7 +332,7 @@ fn threads_never_share_a_block() {
                         a.free(o, e).unwrap();
                     }
                     if i % 50 == 0 {
-                        a.commit();
+                        a.commit().unwrap();
                     }
                 }
             })
@@ -341,6 +341,6 @@ fn threads_never_share_a_block() {
     for h in handles {
         h.join().unwrap();
     }
-    a.commit();
+    a.commit().unwrap();
     a.check_consistency().unwrap();
 }

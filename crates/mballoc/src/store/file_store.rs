@@ -175,6 +175,46 @@ impl FileStore {
         self.io.device()
     }
 
+    /// Byte offset of group `group`'s bitmap on the device (for tools that inspect or damage
+    /// a store on purpose); `None` past the last group.
+    pub fn bitmap_offset(&self, group: u32) -> Option<u64> {
+        (group < self.sb.layout.groups).then(|| self.sb.layout.bitmap_at(group))
+    }
+
+    /// Byte offset of group `group`'s 16-byte descriptor on the device.
+    pub fn descriptor_offset(&self, group: u32) -> Option<u64> {
+        (group < self.sb.layout.groups).then(|| self.sb.layout.desc_at(group))
+    }
+
+    /// Where the write-ahead log lives: `(offset, length)` in bytes.
+    pub fn log_area(&self) -> (u64, u64) {
+        (self.sb.layout.log_off, self.sb.layout.log_len)
+    }
+
+    /// After a failed commit: recovery again, as at open, on the live device. The failed commit
+    /// either reached its log record (then recovery applies it) or did not (then nothing of it
+    /// is on disk), so afterwards memory and disk agree again and commits may resume.
+    fn recover_poisoned(&self) -> Result<CommitId, StoreError> {
+        let rec = recover(&self.io, &self.sb)?;
+        let table = self.io.read(
+            "read the descriptors",
+            self.sb.layout.desc_off,
+            self.sb.layout.desc_table_len(),
+        )?;
+        let (descs, corrupt) = decode_table(&self.sb, &table);
+        let mut st = self.state.lock();
+        st.descs = descs;
+        for (group, what) in corrupt {
+            st.corrupt.entry(group).or_insert(what);
+        }
+        // Bitmaps of groups the failed commit did not reach are still what the disk holds;
+        // those it did reach are exactly what recovery rebuilt.
+        st.cache.extend(rec.bitmaps);
+        st.seq = rec.seq;
+        st.poisoned = None;
+        Ok(CommitId(rec.seq))
+    }
+
     #[cfg(test)]
     pub(crate) fn sb_layout(&self) -> Layout {
         self.sb.layout
@@ -483,6 +523,19 @@ impl Store for FileStore {
             commits: self.commits.load(Relaxed),
             bytes_written: self.io.bytes_written(),
             syncs: self.io.syncs(),
+        }
+    }
+
+    fn recover(&self) -> Result<CommitId, StoreError> {
+        let _exclusive = self.commit_lock.write();
+        let (poisoned, seq) = {
+            let st = self.state.lock();
+            (st.poisoned.is_some(), st.seq)
+        };
+        if poisoned {
+            self.recover_poisoned()
+        } else {
+            Ok(CommitId(seq))
         }
     }
 }
