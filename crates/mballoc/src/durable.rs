@@ -146,6 +146,13 @@ impl Allocator {
         Allocator::builder(geo).store(store).build()
     }
 
+    /// [`open`](Allocator::open) on the [`FileStore`](crate::store::FileStore) at `path`: a
+    /// file or block device made by `FileStore::create` (`mballoc mkstore`). A bad superblock
+    /// is `Error::Store(StoreError::BadSuperblock)`.
+    pub fn open_file(path: &std::path::Path) -> Result<Allocator, Error> {
+        Allocator::open(crate::store::FileStore::open(path)?)
+    }
+
     /// The durable store under this allocator, if it has one.
     pub fn store(&self) -> Option<&dyn Store> {
         self.durable.as_ref().map(|d| d.store().as_ref() as &dyn Store)
