@@ -81,7 +81,10 @@ impl Allocator {
     }
 
     /// Refuses a free that touches a corrupt group, before anything changes.
-    pub(crate) fn refuse_corrupt(&self, groups: impl IntoIterator<Item = u32>) -> Result<(), Error> {
+    pub(crate) fn refuse_corrupt(
+        &self,
+        groups: impl IntoIterator<Item = u32>,
+    ) -> Result<(), Error> {
         match groups
             .into_iter()
             .find(|&g| self.groups[g as usize].is_corrupt())

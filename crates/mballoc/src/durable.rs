@@ -155,7 +155,9 @@ impl Allocator {
 
     /// The durable store under this allocator, if it has one.
     pub fn store(&self) -> Option<&dyn Store> {
-        self.durable.as_ref().map(|d| d.store().as_ref() as &dyn Store)
+        self.durable
+            .as_ref()
+            .map(|d| d.store().as_ref() as &dyn Store)
     }
 
     /// After build: mark the groups the store already knows to be corrupt.

@@ -83,7 +83,9 @@ pub enum Error {
 
     /// The store refused or failed a commit. Nothing is lost: the allocations stay in memory,
     /// the frees stay pending, and the next `commit()` retries them all.
-    #[error("commit failed ({pending} freed blocks stay pending until a commit succeeds): {cause}")]
+    #[error(
+        "commit failed ({pending} freed blocks stay pending until a commit succeeds): {cause}"
+    )]
     CommitFailed {
         cause: crate::store::StoreError,
         pending: u64,

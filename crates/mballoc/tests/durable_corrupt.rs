@@ -81,7 +81,10 @@ fn a_bitmap_checksum_failure_marks_the_group_corrupt() {
     let after = dev.to_bytes();
     assert_eq!(after[at..at + 128], image[at..at + 128]);
     let problems = FileStore::open_on(dev).unwrap().verify().unwrap();
-    assert!(matches!(problems[..], [Problem::BitmapChecksum { group: 2, .. }]));
+    assert!(matches!(
+        problems[..],
+        [Problem::BitmapChecksum { group: 2, .. }]
+    ));
 }
 
 #[test]

@@ -24,7 +24,13 @@ fn opts() -> FileStoreOptions {
 fn new_image() -> Vec<u8> {
     let g = geometry();
     let dev = Arc::new(MemDevice::new(FileStore::required_len(&g, opts()).unwrap()));
-    FileStore::create_on(dev.clone(), g, &[mballoc::store::Extent::new(0, 10)], opts()).unwrap();
+    FileStore::create_on(
+        dev.clone(),
+        g,
+        &[mballoc::store::Extent::new(0, 10)],
+        opts(),
+    )
+    .unwrap();
     dev.to_bytes()
 }
 
@@ -226,7 +232,10 @@ fn a_commit_that_failed_before_the_disk_is_resent() {
     let f = a.allocate(&req(4, 3000)).unwrap().extent;
     store.fail_before.store(true, Ordering::SeqCst);
     let err = a.commit().unwrap_err();
-    assert!(matches!(err, Error::CommitFailed { pending: 8, .. }), "{err}");
+    assert!(
+        matches!(err, Error::CommitFailed { pending: 8, .. }),
+        "{err}"
+    );
     assert_eq!(a.stats().commit_failures, 1);
     // Nothing reached the store, the free is still pending, the allocator keeps working.
     assert!(on_disk(&*store, e.start) && !on_disk(&*store, f.start));
@@ -276,7 +285,10 @@ fn a_failed_fsync_is_retried_through_recovery() {
         assert!(!used_on_disk(&b, e.start) && used_on_disk(&b, f.start));
         assert_eq!(b.free_blocks(), a.free_blocks());
         // Re-allocate the freed extent for the next round.
-        assert_eq!(a.allocate(&req(8, e.start)).unwrap().extent, Extent::new(e.start, 8));
+        assert_eq!(
+            a.allocate(&req(8, e.start)).unwrap().extent,
+            Extent::new(e.start, 8)
+        );
         a.commit().unwrap();
         a.free(7, e).unwrap();
     }
@@ -294,4 +306,47 @@ fn a_dead_device_fails_commits_but_not_the_allocator() {
     // In memory the allocator goes on (a group already loaded still serves).
     a.allocate(&req(8, 100)).unwrap();
     a.check_consistency().unwrap();
+}
+
+/// Threads allocating, freeing and committing at once. If a free could be released by a
+/// commit that did not carry it, its blocks would be reallocated while still used in the
+/// store, and a later store commit would fail with `AlreadyAllocated`.
+#[test]
+fn concurrent_frees_and_commits_never_reuse_a_block_early() {
+    let store = Arc::new(MemStore::new(geometry(), &[]).unwrap());
+    let a = Arc::new(Allocator::open(store.clone()).unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let a = a.clone();
+            std::thread::spawn(move || {
+                let mut live = std::collections::VecDeque::new();
+                for i in 0..3000u64 {
+                    let len = 1 + (i * 7 + t) as u32 % 8;
+                    if let Ok(x) = a.allocate(&req(len, (t * 2048 + i * 13) % 8192)) {
+                        live.push_back(x.extent);
+                    }
+                    if live.len() > 24 {
+                        a.free(7, live.pop_front().unwrap()).unwrap();
+                    }
+                    if i % 3 == t % 3 {
+                        a.commit().expect("commit under concurrency");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    a.commit().unwrap();
+    a.check_consistency().unwrap();
+    let geo = geometry();
+    for g in 0..geo.group_count() {
+        let mine = a.disk_bitmap(g).unwrap();
+        let theirs = store.read_bitmap(g).unwrap();
+        assert!(
+            (0..geo.group_len(g)).all(|o| mine.get(o) == theirs.is_used(o)),
+            "group {g}"
+        );
+    }
 }

@@ -163,7 +163,8 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Commit => {
-                a.commit().map_err(|err| TestCaseError::fail(err.to_string()))?;
+                a.commit()
+                    .map_err(|err| TestCaseError::fail(err.to_string()))?;
                 for b in m.blocks.iter_mut() {
                     if *b == B::Pending {
                         *b = B::Free;

@@ -207,9 +207,9 @@ impl FileStore {
         for (group, what) in corrupt {
             st.corrupt.entry(group).or_insert(what);
         }
-        // Bitmaps of groups the failed commit did not reach are still what the disk holds;
-        // those it did reach are exactly what recovery rebuilt.
-        st.cache.extend(rec.bitmaps);
+        // The cache may be behind the disk: an earlier recovery attempt may have replayed the
+        // failed commit and then failed itself. Start again from what recovery rebuilt now.
+        st.cache = rec.bitmaps.into_iter().collect();
         st.seq = rec.seq;
         st.poisoned = None;
         Ok(CommitId(rec.seq))

@@ -34,6 +34,10 @@ pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreErr
     let (applied, record) = log_state(io, sb)?;
     match record {
         Some(rec) if rec.seq > applied => {
+            // The record read back may exist only in a cache (recovery after a failed sync on
+            // a live device): make it durable before the first in-place write, or a crash
+            // could leave half-replayed groups and no record to finish them.
+            io.sync("sync the log record before replay")?;
             let bitmaps = replay(io, sb, &rec)?;
             let marker = encode_marker(sb.nonce, rec.seq);
             io.write(
