@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 use mballoc::{Allocator, Geometry};
 use mballoc_lab::replay;
 
+mod store_cli;
+
 /// mballoc: the ext4 multi-block allocator (Linux 6.18) lab.
 #[derive(Parser)]
 #[command(name = "mballoc", version, about)]
@@ -43,6 +45,13 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         show: usize,
     },
+    // Durable store commands (store_cli.rs).
+    /// Create a durable allocator store file: `mkstore PATH --size 1T [--block-size 4K]`.
+    Mkstore(store_cli::MkstoreArgs),
+    /// A store's geometry, free space, groups and corrupt groups (descriptors only).
+    Info(store_cli::InfoArgs),
+    /// Verify every checksum and free count of a store; exits non-zero naming each problem.
+    Fsck(store_cli::FsckArgs),
 }
 
 /// Parses sizes like `4G`, `512M`, `16T`, `1048576` (bytes, binary units).
@@ -67,6 +76,9 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
+        Cmd::Mkstore(a) => store_cli::mkstore(&a),
+        Cmd::Info(a) => store_cli::info(&a),
+        Cmd::Fsck(a) => store_cli::fsck(&a),
         Cmd::Groups { fs_size } => {
             let bytes = parse_size(&fs_size)?;
             let layout = mballoc_lab::mkfs::layout(bytes).map_err(|e| e.to_string())?;
