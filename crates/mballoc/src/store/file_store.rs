@@ -117,6 +117,18 @@ impl FileStore {
         used: &[Extent],
         opts: FileStoreOptions,
     ) -> Result<Self, StoreError> {
+        Self::create_with_nonce(device, geometry, used, opts, new_nonce())
+    }
+
+    /// [`create_on`](Self::create_on) with a chosen nonce: only for images that must be the
+    /// same on every run (the fuzz harness), never for real stores.
+    pub(crate) fn create_with_nonce(
+        device: Arc<dyn Device>,
+        geometry: Geometry,
+        used: &[Extent],
+        opts: FileStoreOptions,
+        nonce: u64,
+    ) -> Result<Self, StoreError> {
         let layout = Layout::new(&geometry, opts.log_len)?;
         let io = DevIo::new(device.clone());
         let have = io.len()?;
@@ -128,7 +140,7 @@ impl FileStore {
         }
         let sb = Superblock {
             geometry,
-            nonce: new_nonce(),
+            nonce,
             layout,
         };
         let bitmaps = initial_bitmaps(&geometry, used)?;

@@ -23,6 +23,7 @@ mod error;
 mod fault;
 mod file_store;
 mod format;
+pub mod harness;
 mod log;
 mod mem_store;
 mod recovery;
