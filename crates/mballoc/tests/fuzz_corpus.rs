@@ -83,6 +83,9 @@ fn write_seeds() {
     write("open_store", "seed-tiny-used", trim_zeros(&used));
     write("replay_log", "seed-own-log", &replay_seed());
     let mut cleared = replay_seed();
-    cleared[..64].fill(0);
+    cleared[1..65].fill(0);
     write("replay_log", "seed-markers-cleared", &cleared);
+    let mut stamped = replay_seed();
+    stamped[0] = 1;
+    write("replay_log", "seed-stamped", &stamped);
 }

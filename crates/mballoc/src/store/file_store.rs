@@ -23,7 +23,7 @@ use super::format::{
     bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce,
     DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, LOG_HEAD, SB_AREA,
 };
-use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup};
+use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup, MAX_SEQ};
 use super::recovery::{desc_for, recover};
 use super::verify::{verify_device, Problem};
 use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
@@ -357,6 +357,12 @@ impl FileStore {
         };
         if commit.is_empty() {
             return Ok(CommitId(seq));
+        }
+        if seq >= MAX_SEQ {
+            return Err(StoreError::BadLog {
+                seq,
+                what: "no sequence numbers left".into(),
+            });
         }
         let groups = self.prepare(split(&self.sb.geometry, commit)?)?;
         let record = Record {

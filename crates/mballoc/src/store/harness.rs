@@ -119,10 +119,21 @@ fn log_places() -> ([u64; 2], [(u64, usize); 2]) {
     )
 }
 
-/// Input layout: 32 bytes over marker 0, 32 over marker 1, a little-endian `u16` n, n bytes
-/// over record slot 0, the rest over record slot 1. Short input overwrites less; what it does
-/// not reach keeps the base image's bytes (real records, for mutations to start from).
+/// Input layout: a mode byte, 32 bytes over marker 0, 32 over marker 1, a little-endian `u16`
+/// n, n bytes over record slot 0, the rest over record slot 1. Short input overwrites less;
+/// what it does not reach keeps the base image's bytes (real records, for mutations to start
+/// from). Mode bit 0 set: the harness then stamps this store's nonce and correct checksums on
+/// both markers and both records, so that the fuzzer explores what a record *says* rather
+/// than spending its time forging crc32c values.
 fn overlay_log(image: &mut [u8], input: &[u8]) {
+    let (mode, input) = input.split_first().map_or((0, input), |(m, r)| (*m, r));
+    overlay_raw(image, input);
+    if mode & 1 == 1 {
+        stamp_log(image);
+    }
+}
+
+fn overlay_raw(image: &mut [u8], input: &[u8]) {
     let (markers, slots) = log_places();
     let mut put = |at: u64, bytes: &[u8], room: usize| {
         let n = bytes.len().min(room);
@@ -142,6 +153,29 @@ fn overlay_log(image: &mut [u8], input: &[u8]) {
     put(slots[1].0, s1, slots[1].1);
 }
 
+/// Writes the nonce and a correct checksum into both markers and both record headers
+/// (checksum at byte 28; a record's covers its header and `body_len` body bytes, clamped to
+/// the slot).
+fn stamp_log(image: &mut [u8]) {
+    let (markers, slots) = log_places();
+    for m in markers {
+        stamp(image, m as usize, 0);
+    }
+    for (at, cap) in slots {
+        let at = at as usize;
+        let body = u32::from_le_bytes(image[at + 24..at + 28].try_into().expect("4 bytes"));
+        stamp(image, at, (body as usize).min(cap - 32));
+    }
+}
+
+/// Nonce at byte 8, crc32c of bytes `..28` and of `covered` bytes after the 32-byte header.
+fn stamp(image: &mut [u8], at: usize, covered: usize) {
+    image[at + 8..at + 16].copy_from_slice(&BASE_NONCE.to_le_bytes());
+    let crc = crc32c::crc32c(&image[at..at + 28]);
+    let crc = crc32c::crc32c_append(crc, &image[at + 32..at + 32 + covered]);
+    image[at + 28..at + 32].copy_from_slice(&crc.to_le_bytes());
+}
+
 /// The [`replay_log`] input that reproduces the base image's own log (a seed).
 pub fn replay_seed() -> Vec<u8> {
     let base = replay_base();
@@ -152,7 +186,8 @@ pub fn replay_seed() -> Vec<u8> {
         take(at, 32 + body_len as usize)
     };
     let (r0, r1) = (record(slots[0].0), record(slots[1].0));
-    let mut out = take(markers[0], 32);
+    let mut out = vec![0u8];
+    out.extend(take(markers[0], 32));
     out.extend(take(markers[1], 32));
     out.extend((r0.len() as u16).to_le_bytes());
     out.extend(r0);
@@ -326,9 +361,27 @@ mod tests {
     #[test]
     fn a_cleared_marker_replays_the_latest_record() {
         let mut input = replay_seed();
-        input[..64].fill(0);
+        input[1..65].fill(0);
         match replay_log(&input).unwrap() {
             Outcome::Opened(s) => assert_eq!(s.replayed, Some(CommitId(2))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn stamping_makes_an_edited_record_count() {
+        // Raise the latest record's sequence number past the markers: only with correct
+        // checksums does recovery take it and replay it.
+        let mut input = replay_seed();
+        let seq_at = 1 + 64 + 2 + 16;
+        input[seq_at] = 9;
+        match replay_log(&input).unwrap() {
+            Outcome::Opened(s) => assert_eq!(s.replayed, None, "a torn record is ignored"),
+            other => panic!("{other:?}"),
+        }
+        input[0] = 1;
+        match replay_log(&input).unwrap() {
+            Outcome::Opened(s) => assert_eq!(s.replayed, Some(CommitId(9))),
             other => panic!("{other:?}"),
         }
     }

@@ -13,7 +13,8 @@ use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::apply_unchecked;
 use super::format::{bitmap_crc, DiskDesc, Superblock};
 use super::log::{
-    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, RECORD_HEADER,
+    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, MAX_SEQ,
+    RECORD_HEADER,
 };
 use super::StoreError;
 
@@ -67,8 +68,19 @@ pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreErr
 
 /// The highest applied sequence number and the record in the slot, if intact. Sequence
 /// numbers start at 1, so "no intact marker" and "nothing applied" both read as 0.
+///
+/// A marker may be ahead of every intact record (the applied record rotted after its marker
+/// was written): the state in place is then the marker's, and nothing needs replaying. A
+/// marker beyond [`MAX_SEQ`] is checksummed nonsense, never a torn write.
 pub(crate) fn log_state(io: &DevIo, sb: &Superblock) -> Result<(u64, Option<Record>), StoreError> {
-    Ok((read_markers(io, sb)?.unwrap_or(0), read_record(io, sb)?))
+    let applied = read_markers(io, sb)?.unwrap_or(0);
+    if applied > MAX_SEQ {
+        return Err(StoreError::BadLog {
+            seq: applied,
+            what: format!("a marker's sequence number is beyond {MAX_SEQ}"),
+        });
+    }
+    Ok((applied, read_record(io, sb)?))
 }
 
 /// The highest sequence number an intact marker records.
