@@ -262,7 +262,15 @@ fn exercise(dev: &Arc<MemDevice>, store: FileStore) -> Result<Summary, Violation
             .map_err(|e| violation(format!("free of {first:?} just allocated: {e}")))?;
     }
     a.check_consistency().map_err(violation)?;
-    a.commit().map_err(|e| violation(format!("commit: {e}")))?;
+    match a.commit() {
+        Ok(_) => {}
+        // A log at the last sequence number takes no more commits, with a typed error.
+        Err(crate::Error::CommitFailed {
+            cause: StoreError::BadLog { .. },
+            ..
+        }) if !got.is_empty() && before.0 >= super::log::MAX_SEQ => return Ok(summary),
+        Err(e) => return Err(violation(format!("commit: {e}"))),
+    }
     drop(a);
     let again = FileStore::open_on(dev.clone()).map_err(|e| violation(format!("reopen: {e}")))?;
     let expect = CommitId(before.0 + u64::from(!got.is_empty()));
