@@ -158,7 +158,8 @@ impl FileStore {
             sb.layout.desc_off,
             sb.layout.desc_table_len(),
         )?;
-        let (descs, corrupt) = decode_table(&sb, &table);
+        let (descs, mut corrupt) = decode_table(&sb, &table);
+        corrupt.extend(rec.corrupt);
         let state = State {
             descs,
             corrupt,
@@ -216,7 +217,7 @@ impl FileStore {
         let (descs, corrupt) = decode_table(&self.sb, &table);
         let mut st = self.state.lock();
         st.descs = descs;
-        for (group, what) in corrupt {
+        for (group, what) in corrupt.into_iter().chain(rec.corrupt) {
             st.corrupt.entry(group).or_insert(what);
         }
         // The cache may be behind the disk: an earlier recovery attempt may have replayed the

@@ -204,14 +204,17 @@ pub fn replay_log(input: &[u8]) -> Result<Outcome, Violation> {
         Err(e) => return Ok(Outcome::Rejected(e)),
         Ok(s) => s,
     };
-    // The base is clean, and replay rewrites whole groups with fresh checksums and counts.
+    // The base is clean; replay rewrites whole groups with fresh checksums and counts, or
+    // (for a record that does not fit the bitmap it claims to change) leaves them alone and
+    // reports them corrupt.
     let problems = store
         .verify()
         .map_err(|e| violation(format!("fsck: {e}")))?;
     if !problems.is_empty() {
         return Err(violation(format!("fsck after recovery: {problems:?}")));
     }
-    let bitmaps = all_bitmaps(&store)?;
+    let skip = store.corrupt_groups();
+    let bitmaps = all_bitmaps(&store, &skip)?;
     let again = FileStore::open_on(dev.clone())
         .map_err(|e| violation(format!("second open after recovery: {e}")))?;
     if again.recovered().is_some() || again.last_commit() != store.last_commit() {
@@ -222,15 +225,17 @@ pub fn replay_log(input: &[u8]) -> Result<Outcome, Violation> {
             again.last_commit()
         )));
     }
-    if all_bitmaps(&again)? != bitmaps {
+    if all_bitmaps(&again, &skip)? != bitmaps {
         return Err(violation("second open sees other bitmaps"));
     }
     drop(again);
     exercise(&dev, store).map(Outcome::Opened)
 }
 
-fn all_bitmaps(store: &FileStore) -> Result<Vec<Vec<u8>>, Violation> {
+/// Every group's bitmap but those in `skip`.
+fn all_bitmaps(store: &FileStore, skip: &[u32]) -> Result<Vec<Vec<u8>>, Violation> {
     (0..store.geometry().group_count())
+        .filter(|g| !skip.contains(g))
         .map(|g| {
             store
                 .read_bitmap(g)

@@ -27,6 +27,7 @@ pub mod harness;
 mod log;
 mod mem_store;
 mod recovery;
+mod replay_check;
 mod verify;
 
 use crate::geometry::Geometry;
