@@ -40,6 +40,7 @@ fn run_corpus(
             Err(v) => panic!("{}: {v}", f.display()),
         }
     }
+    println!("{target}: {} files, {opened} opened", files.len());
     (files.len(), opened)
 }
 
