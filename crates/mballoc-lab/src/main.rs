@@ -2,6 +2,7 @@
 //! this file only names the subcommands and routes them.
 
 mod cli;
+mod store_cli;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,12 @@ enum Cmd {
     Replay(ReplayArgs),
     /// Benchmarks: churn against peer allocators, thread scaling, a huge aged filesystem.
     Bench(BenchArgs),
+    /// Create a durable allocator store file: `mkstore PATH --size 1T [--block-size 4K]`.
+    Mkstore(store_cli::MkstoreArgs),
+    /// A store's geometry, free space, groups and corrupt groups (descriptors only).
+    Info(store_cli::InfoArgs),
+    /// Verify every checksum and free count of a store; exits non-zero naming each problem.
+    Fsck(store_cli::FsckArgs),
 }
 
 #[derive(clap::Args)]
@@ -80,6 +87,9 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
         Cmd::Groups(a) => cli::replay::cmd_groups(&a),
         Cmd::Replay(a) => cli::replay::cmd_replay(&a),
         Cmd::Bench(a) => cmd_bench(a),
+        Cmd::Mkstore(a) => store_cli::mkstore(&a).map_err(CliError::Other),
+        Cmd::Info(a) => store_cli::info(&a).map_err(CliError::Other),
+        Cmd::Fsck(a) => store_cli::fsck(&a).map_err(CliError::Other),
     }
 }
 

@@ -54,7 +54,7 @@ fn alloc_free_commit(c: &mut Criterion) {
             if live.len() > 4096 {
                 a.free(11, live.pop_front().unwrap()).unwrap();
                 if i.is_multiple_of(64) {
-                    a.commit();
+                    a.commit().unwrap();
                 }
             }
         })
@@ -88,7 +88,7 @@ fn churn_pair(c: &mut Criterion) {
                 a.free(11, live.swap_remove(i)).unwrap();
                 frees += 1;
                 if frees.is_multiple_of(64) {
-                    a.commit();
+                    a.commit().unwrap();
                 }
                 let e = a
                     .allocate(&direct(1 + rng.below(256) as u32, goal))

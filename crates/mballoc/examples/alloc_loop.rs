@@ -27,7 +27,7 @@ fn run(ops: u32) -> f64 {
             let (o, e) = live.pop_front().unwrap();
             a.free(o, e).unwrap();
             if i % 64 == 0 {
-                a.commit();
+                a.commit().expect("no store, cannot fail");
             }
         }
     }

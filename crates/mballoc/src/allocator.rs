@@ -54,6 +54,9 @@ pub struct Allocator {
     /// Bound on loaded groups (`Builder::cache_groups`).
     pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
+    /// The durable store and the changes since the last commit (see `durable`).
+    pub(crate) durable: Option<crate::durable::Durable>,
+    pub(crate) corrupt: crate::corrupt::CorruptSet,
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
@@ -70,6 +73,7 @@ pub struct Builder {
     source: Option<Box<dyn BitmapSource>>,
     load_cost: std::time::Duration,
     readers: Option<usize>,
+    store: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl Builder {
@@ -117,8 +121,23 @@ impl Builder {
         self
     }
 
+    /// Keep the allocator's state in `store` (see [`Allocator::open`]): bitmaps and free
+    /// counts come from it, and every `commit` is durable in it. Also makes loading lazy
+    /// (call `.lazy(false)` afterwards to read every bitmap at build).
+    pub fn store<S: crate::store::Store + 'static>(mut self, store: S) -> Self {
+        let store: Arc<dyn crate::store::Store> = Arc::new(store);
+        self.source = Some(Box::new(crate::durable::StoreSource(store.clone())));
+        self.store = Some(store);
+        self.lazy = true;
+        self
+    }
+
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
+        let durable = self
+            .store
+            .map(|s| crate::durable::Durable::attach(&geo, s, self.used.len()))
+            .transpose()?;
         let source: Arc<dyn BitmapSource> = match self.source {
             Some(s) => Arc::from(s),
             None => Arc::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
@@ -158,7 +177,10 @@ impl Builder {
             cache: GroupCache::new(self.cache),
             source,
             cpus: self.cpus,
+            durable,
+            corrupt: Default::default(),
         };
+        a.adopt_store_corruption();
         if !self.lazy {
             for g in 0..n {
                 a.load_group(g)?;
@@ -181,6 +203,7 @@ impl Allocator {
             source: None,
             load_cost: std::time::Duration::ZERO,
             readers: None,
+            store: None,
         }
     }
 
@@ -233,9 +256,15 @@ impl Allocator {
         self.stats.snapshot(self.geo.group_count())
     }
 
-    /// One group's state (loads its bitmap if needed, like reading `mb_groups`).
+    /// One group's state (loads its bitmap if needed, like reading `mb_groups`). A group whose
+    /// bitmap failed its checksum shows as corrupt and not loaded.
     pub fn group(&self, g: u32) -> Result<GroupSnapshot, Error> {
-        let (grp, st) = self.loaded_group(g)?;
+        let (grp, st) = match self.loaded_group(g) {
+            Err(Error::CorruptGroup { .. }) if self.corrupt.contains(g) => {
+                return Ok(self.unloaded_snapshot(g))
+            }
+            other => other?,
+        };
         let l = st.loaded.as_ref().expect("loaded by loaded_group");
         Ok(GroupSnapshot {
             group: g,
@@ -317,20 +346,27 @@ impl Allocator {
         if st.loaded.is_some() {
             return Ok(());
         }
+        if self.corrupt.contains(grp.no) {
+            return Err(self.corrupt_error(grp.no));
+        }
         // ext4_wait_block_bitmap: a prefetched buffer is used as is (waiting if its read is
         // still in flight); otherwise this thread reads it now, synchronously.
-        let disk = match self.readahead.take(grp.no) {
+        let read = match self.readahead.take(grp.no) {
             Taken::Ready(r, waited) => {
                 if waited {
                     crate::stats::bump(&self.stats.prefetch_waits);
                 }
-                r?
+                r
             }
             Taken::NotSubmitted => {
                 crate::stats::bump(&self.stats.bitmap_loads);
                 crate::stats::bump(&self.stats.sync_loads);
-                self.source.read_bitmap(grp.no)?
+                self.source.read_bitmap(grp.no)
             }
+        };
+        let disk = match read {
+            Ok(d) => d,
+            Err(e) => return Err(self.load_failed(grp, st, e)),
         };
         let bpg = self.geo.blocks_per_group();
         let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
@@ -338,8 +374,13 @@ impl Allocator {
             // ext4_mb_generate_buddy: "block bitmap and bg descriptor inconsistent".
             let delta = i64::from(buddy.free()) - i64::from(st.desc_free);
             self.free_blocks.fetch_add(delta, Ordering::Relaxed);
+            let reason = format!(
+                "block bitmap has {} free blocks, descriptor {}",
+                buddy.free(),
+                st.desc_free
+            );
             st.desc_free = buddy.free();
-            grp.set_flag(state::BBITMAP_CORRUPT);
+            self.mark_corrupt(grp, st.desc_free, reason);
         }
         st.loaded = Some(Loaded { disk, buddy });
         crate::stats::bump(&self.stats.buddies_generated);
@@ -377,6 +418,8 @@ impl Allocator {
     /// Checks every loaded group's buddy against a regeneration from its bitmap, and the
     /// global counters against the groups (test support; cheap enough for property tests).
     pub fn check_consistency(&self) -> Result<(), String> {
+        // Corrupt groups' free blocks are not counted (`mark_corrupt`).
+        let corrupt = self.corrupt.snapshot();
         let mut disk_free = 0i64;
         let mut pending = 0i64;
         for grp in self.groups.iter() {
@@ -416,7 +459,9 @@ impl Allocator {
                     return Err(format!("group {}: bb_free mirror stale", grp.no));
                 }
             }
-            disk_free += i64::from(st.desc_free);
+            if !corrupt.contains_key(&grp.no) {
+                disk_free += i64::from(st.desc_free);
+            }
             pending += st.pending.iter().map(|p| i64::from(p.len)).sum::<i64>();
         }
         let counted = self.free_blocks.load(Ordering::Relaxed);

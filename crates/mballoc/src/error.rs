@@ -79,5 +79,29 @@ pub enum Error {
     NoSuchGroup { group: u32, groups: u32 },
 
     #[error("store error: {0}")]
-    Store(String),
+    Store(crate::store::StoreError),
+
+    /// The store refused or failed a commit. Nothing is lost: the allocations stay in memory,
+    /// the frees stay pending, and the next `commit()` retries them all.
+    #[error(
+        "commit failed ({pending} freed blocks stay pending until a commit succeeds): {cause}"
+    )]
+    CommitFailed {
+        cause: crate::store::StoreError,
+        pending: u64,
+    },
+
+    /// After a failed commit the store reports a commit id that is neither the allocator's
+    /// last durable commit nor the one that failed: someone else committed to it.
+    #[error("the store is at commit {found}, expected {expected} or {}", expected + 1)]
+    StoreDiverged { expected: u64, found: u64 },
+
+    #[error("the builder's geometry {builder:?} differs from the store's {store:?}")]
+    StoreGeometry {
+        builder: crate::geometry::Geometry,
+        store: crate::geometry::Geometry,
+    },
+
+    #[error("{ranges} used ranges given with a store: the store already says what is in use")]
+    UsedWithStore { ranges: usize },
 }

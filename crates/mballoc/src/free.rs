@@ -37,6 +37,8 @@ impl Allocator {
             });
         }
         let chunks = self.split(extent);
+        // Unlike ext4 (which skips them), a free into a corrupt group is refused outright.
+        self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
         for c in &chunks {
             self.load_group(c.group)?;
         }
@@ -58,13 +60,12 @@ impl Allocator {
                 });
             }
         }
+        self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
         for (c, st) in chunks.iter().zip(guards.iter_mut()) {
-            if self.groups[c.group as usize].is_corrupt() {
-                continue; // ext4_mb_clear_bb skips corrupt groups
-            }
             let l = st.loaded.as_mut().expect("loaded above");
             l.disk.clear_range(c.start, c.start + c.len);
             st.desc_free += c.len;
+            let tid = self.journal_free(c.group, c.start, c.len, tid);
             st.pending.push(PendingFree {
                 tid,
                 start: c.start,
@@ -96,16 +97,26 @@ impl Allocator {
         out
     }
 
-    /// Commits the running transaction: every block freed in it becomes allocatable.
-    /// Returns the committed transaction id.
-    pub fn commit(&self) -> u64 {
-        let tid = self.tid.fetch_add(1, Ordering::Relaxed);
-        self.commit_transaction(tid);
-        tid
+    /// Commits the running transaction: with a store, every allocation and free so far
+    /// becomes durable in one atomic store commit; then every block freed in it becomes
+    /// allocatable. Returns the committed transaction id. On error nothing is lost: the frees
+    /// stay pending and the next commit retries.
+    pub fn commit(&self) -> Result<u64, Error> {
+        let tid = self.make_durable(None)?;
+        self.release_committed(tid);
+        Ok(tid)
     }
 
-    /// Makes the frees of every transaction `<= tid` allocatable (`ext4_process_freed_data`).
-    pub fn commit_transaction(&self, tid: u64) {
+    /// Makes the frees of every transaction `<= tid` allocatable (`ext4_process_freed_data`),
+    /// after making every change so far durable when there is a store.
+    pub fn commit_transaction(&self, tid: u64) -> Result<(), Error> {
+        self.make_durable(Some(tid))?;
+        self.release_committed(tid);
+        Ok(())
+    }
+
+    /// The in-core half of a commit: frees of transactions `<= tid` go back to the buddy.
+    fn release_committed(&self, tid: u64) {
         bump(&self.stats.commits);
         let groups = std::mem::take(&mut *self.pending_groups.lock());
         let optimize = self.tun.read().mb_optimize_scan;

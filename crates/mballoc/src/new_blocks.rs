@@ -402,6 +402,9 @@ impl Allocator {
     fn mark_diskspace_used(&self, ex: Ex) -> Result<(), Error> {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
+        if grp.is_corrupt() {
+            return Err(self.corrupt_error(ex.group));
+        }
         let Some(l) = st.loaded.as_mut() else {
             return Err(Error::CorruptGroup {
                 group: ex.group,
@@ -411,16 +414,18 @@ impl Allocator {
         if !l.disk.all_clear(ex.start, ex.start + ex.len)
             || !l.buddy.bitmap().all_set(ex.start, ex.start + ex.len)
         {
-            grp.set_flag(crate::group::state::BBITMAP_CORRUPT);
+            let reason = format!(
+                "allocated [{}, +{}) overlaps blocks in use",
+                ex.start, ex.len
+            );
+            self.mark_corrupt(grp, st.desc_free, reason.clone());
             return Err(Error::CorruptGroup {
                 group: ex.group,
-                reason: format!(
-                    "allocated [{}, +{}) overlaps blocks in use",
-                    ex.start, ex.len
-                ),
+                reason,
             });
         }
         l.disk.set_range(ex.start, ex.start + ex.len);
+        self.journal_alloc(ex.group, ex.start, ex.len);
         st.desc_free -= ex.len;
         self.free_blocks
             .fetch_sub(i64::from(ex.len), Ordering::Relaxed);

@@ -43,6 +43,10 @@ pub struct Stats {
     pub busy_skips: AtomicU64,
     pub enospc_retries: AtomicU64,
     pub commits: AtomicU64,
+    /// Groups marked BBITMAP_CORRUPT (each counted once).
+    pub corrupt_groups: AtomicU64,
+    /// Commits the durable store refused or failed (each retried by the next commit).
+    pub commit_failures: AtomicU64,
     pub cr: [CrStats; 5],
     /// Size classes (seed 002, M12): allocations found per stage (match, unset, empty, any).
     pub class_stage_hits: [AtomicU64; 4],
@@ -84,6 +88,8 @@ pub struct StatsSnapshot {
     pub busy_skips: u64,
     pub enospc_retries: u64,
     pub commits: u64,
+    pub corrupt_groups: u64,
+    pub commit_failures: u64,
     /// Per criterion: hits, groups_considered, extents_scanned, useless_loops.
     pub cr: [[u64; 4]; 5],
     pub groups: u32,
@@ -131,6 +137,8 @@ impl Stats {
             busy_skips: l(&self.busy_skips),
             enospc_retries: l(&self.enospc_retries),
             commits: l(&self.commits),
+            corrupt_groups: l(&self.corrupt_groups),
+            commit_failures: l(&self.commit_failures),
             cr: std::array::from_fn(|i| {
                 let c = &self.cr[i];
                 [
@@ -205,6 +213,8 @@ impl StatsSnapshot {
                 self.class_claims, self.class_resets, self.class_skips, self.class_forced
             );
         }
+        let _ = writeln!(s, "\tcorrupt_groups: {}", self.corrupt_groups);
+        let _ = writeln!(s, "\tcommit_failures: {}", self.commit_failures);
         s
     }
 }

@@ -58,7 +58,7 @@ proptest! {
                 for b in e.start..e.end() {
                     model[b as usize] = B::Pending;
                 }
-                a.commit();
+                a.commit().unwrap();
                 for s in model.iter_mut().filter(|s| **s == B::Pending) {
                     *s = B::Free;
                 }
@@ -101,7 +101,7 @@ fn evicted_groups_come_back_as_they_were_and_are_counted() {
     assert!(!a.group(0).unwrap().corrupt);
     // The freed blocks are reusable after a commit even when the group was reloaded between.
     a.free(7, got.extent).unwrap();
-    a.commit();
+    a.commit().unwrap();
     for g in 1..geo.group_count() {
         a.free_extents(g).unwrap();
     }
@@ -119,7 +119,7 @@ fn groups_with_pending_frees_stay_loaded() {
     }
     // Group 0 could not be dropped; the bound is exceeded by exactly that group.
     assert!(a.loaded_groups() <= 3);
-    a.commit();
+    a.commit().unwrap();
     assert_eq!(a.group(0).unwrap().free, 2048);
     a.check_consistency().unwrap();
 }

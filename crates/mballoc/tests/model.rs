@@ -157,7 +157,8 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Commit => {
-                a.commit();
+                a.commit()
+                    .map_err(|err| TestCaseError::fail(err.to_string()))?;
                 for b in m.blocks.iter_mut() {
                     if *b == B::Pending {
                         *b = B::Free;
@@ -282,7 +283,7 @@ fn no_reuse_before_commit() {
         a.allocate(&Request::new(2, 0, 1)),
         Err(Error::NoSpace { pending: 32768, .. })
     ));
-    a.commit();
+    a.commit().unwrap();
     assert!(a.allocate(&Request::new(2, 0, 1)).is_ok());
 }
 
@@ -336,7 +337,7 @@ fn threads_under(policy: Policy) {
                         a.free(o, e).unwrap();
                     }
                     if i % 50 == 0 {
-                        a.commit();
+                        a.commit().unwrap();
                     }
                 }
             })
@@ -345,6 +346,6 @@ fn threads_under(policy: Policy) {
     for h in handles {
         h.join().unwrap();
     }
-    a.commit();
+    a.commit().unwrap();
     a.check_consistency().unwrap();
 }

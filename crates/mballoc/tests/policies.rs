@@ -129,7 +129,7 @@ fn size_classes_separate_small_from_large() {
         // Empty the large group: its class resets once the free is committed.
         a.free(2, big.extent).unwrap();
         assert_eq!(class(gb), SizeClass::Large, "not before the commit");
-        a.commit();
+        a.commit().unwrap();
         assert_eq!(class(gb), SizeClass::None);
         assert_eq!(a.stats().class_resets, 1);
     }

@@ -95,7 +95,7 @@ impl File {
             a.free(self.owner, e)?;
         }
         a.discard_preallocations(self.owner);
-        a.commit();
+        a.commit()?;
         self.place = 0;
         Ok(())
     }

@@ -94,7 +94,7 @@ impl From<StoreError> for crate::Error {
             StoreError::NoSuchGroup { group, groups } => {
                 crate::Error::NoSuchGroup { group, groups }
             }
-            other => crate::Error::Store(other.to_string()),
+            other => crate::Error::Store(other),
         }
     }
 }

@@ -23,7 +23,7 @@ use super::format::{
     bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce,
     DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, LOG_HEAD, SB_AREA,
 };
-use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup};
+use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup, MAX_SEQ};
 use super::recovery::{desc_for, recover};
 use super::verify::{verify_device, Problem};
 use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
@@ -117,6 +117,18 @@ impl FileStore {
         used: &[Extent],
         opts: FileStoreOptions,
     ) -> Result<Self, StoreError> {
+        Self::create_with_nonce(device, geometry, used, opts, new_nonce())
+    }
+
+    /// [`create_on`](Self::create_on) with a chosen nonce: only for images that must be the
+    /// same on every run (the fuzz harness), never for real stores.
+    pub(crate) fn create_with_nonce(
+        device: Arc<dyn Device>,
+        geometry: Geometry,
+        used: &[Extent],
+        opts: FileStoreOptions,
+        nonce: u64,
+    ) -> Result<Self, StoreError> {
         let layout = Layout::new(&geometry, opts.log_len)?;
         let io = DevIo::new(device.clone());
         let have = io.len()?;
@@ -128,7 +140,7 @@ impl FileStore {
         }
         let sb = Superblock {
             geometry,
-            nonce: new_nonce(),
+            nonce,
             layout,
         };
         let bitmaps = initial_bitmaps(&geometry, used)?;
@@ -146,7 +158,8 @@ impl FileStore {
             sb.layout.desc_off,
             sb.layout.desc_table_len(),
         )?;
-        let (descs, corrupt) = decode_table(&sb, &table);
+        let (descs, mut corrupt) = decode_table(&sb, &table);
+        corrupt.extend(rec.corrupt);
         let state = State {
             descs,
             corrupt,
@@ -173,6 +186,46 @@ impl FileStore {
     /// The device underneath (for fsck tools and tests).
     pub fn device(&self) -> Arc<dyn Device> {
         self.io.device()
+    }
+
+    /// Byte offset of group `group`'s bitmap on the device (for tools that inspect or damage
+    /// a store on purpose); `None` past the last group.
+    pub fn bitmap_offset(&self, group: u32) -> Option<u64> {
+        (group < self.sb.layout.groups).then(|| self.sb.layout.bitmap_at(group))
+    }
+
+    /// Byte offset of group `group`'s 16-byte descriptor on the device.
+    pub fn descriptor_offset(&self, group: u32) -> Option<u64> {
+        (group < self.sb.layout.groups).then(|| self.sb.layout.desc_at(group))
+    }
+
+    /// Where the write-ahead log lives: `(offset, length)` in bytes.
+    pub fn log_area(&self) -> (u64, u64) {
+        (self.sb.layout.log_off, self.sb.layout.log_len)
+    }
+
+    /// After a failed commit: recovery again, as at open, on the live device. The failed commit
+    /// either reached its log record (then recovery applies it) or did not (then nothing of it
+    /// is on disk), so afterwards memory and disk agree again and commits may resume.
+    fn recover_poisoned(&self) -> Result<CommitId, StoreError> {
+        let rec = recover(&self.io, &self.sb)?;
+        let table = self.io.read(
+            "read the descriptors",
+            self.sb.layout.desc_off,
+            self.sb.layout.desc_table_len(),
+        )?;
+        let (descs, corrupt) = decode_table(&self.sb, &table);
+        let mut st = self.state.lock();
+        st.descs = descs;
+        for (group, what) in corrupt.into_iter().chain(rec.corrupt) {
+            st.corrupt.entry(group).or_insert(what);
+        }
+        // The cache may be behind the disk: an earlier recovery attempt may have replayed the
+        // failed commit and then failed itself. Start again from what recovery rebuilt now.
+        st.cache = rec.bitmaps.into_iter().collect();
+        st.seq = rec.seq;
+        st.poisoned = None;
+        Ok(CommitId(rec.seq))
     }
 
     #[cfg(test)]
@@ -305,6 +358,12 @@ impl FileStore {
         };
         if commit.is_empty() {
             return Ok(CommitId(seq));
+        }
+        if seq >= MAX_SEQ {
+            return Err(StoreError::BadLog {
+                seq,
+                what: "no sequence numbers left".into(),
+            });
         }
         let groups = self.prepare(split(&self.sb.geometry, commit)?)?;
         let record = Record {
@@ -483,6 +542,19 @@ impl Store for FileStore {
             commits: self.commits.load(Relaxed),
             bytes_written: self.io.bytes_written(),
             syncs: self.io.syncs(),
+        }
+    }
+
+    fn recover(&self) -> Result<CommitId, StoreError> {
+        let _exclusive = self.commit_lock.write();
+        let (poisoned, seq) = {
+            let st = self.state.lock();
+            (st.poisoned.is_some(), st.seq)
+        };
+        if poisoned {
+            self.recover_poisoned()
+        } else {
+            Ok(CommitId(seq))
         }
     }
 }

@@ -32,6 +32,9 @@ const LOG_VERSION: u32 = 1;
 pub(crate) const RECORD_HEADER: usize = 32;
 pub(crate) const MARKER_LEN: usize = 32;
 const SET_BIT: u32 = 1 << 31;
+/// Highest commit sequence number a log may hold: a store committing a million times a
+/// second would need 146,000 years to get there, so a record beyond it is not ours.
+pub(crate) const MAX_SEQ: u64 = 1 << 62;
 
 /// One commit, as the log stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +125,12 @@ pub(crate) fn decode_body(
         return Ok(None);
     }
     let bad = |what: String| StoreError::BadLog { seq: h.seq, what };
+    if h.seq == 0 || h.seq > MAX_SEQ {
+        return Err(bad(format!(
+            "sequence number {} is outside 1..={MAX_SEQ}",
+            h.seq
+        )));
+    }
     let mut r = Reader::new(body);
     let count = r.u32().ok_or_else(|| bad("no group count".into()))?;
     let mut groups: Vec<RecordGroup> = Vec::new();
@@ -268,6 +277,25 @@ mod tests {
         let mut rec = record();
         rec.groups[0].runs[0].len = 2000;
         assert!(decode(&encode_record(7, &rec)).is_err());
+    }
+
+    #[test]
+    fn impossible_sequence_numbers_are_an_error() {
+        for seq in [0, MAX_SEQ + 1, u64::MAX] {
+            let rec = Record { seq, ..record() };
+            assert!(
+                matches!(
+                    decode(&encode_record(7, &rec)),
+                    Err(StoreError::BadLog { .. })
+                ),
+                "seq {seq}"
+            );
+        }
+        let rec = Record {
+            seq: MAX_SEQ,
+            ..record()
+        };
+        assert!(decode(&encode_record(7, &rec)).unwrap().is_some());
     }
 
     #[test]

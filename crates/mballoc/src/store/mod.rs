@@ -23,9 +23,11 @@ mod error;
 mod fault;
 mod file_store;
 mod format;
+pub mod harness;
 mod log;
 mod mem_store;
 mod recovery;
+mod replay_check;
 mod verify;
 
 use crate::geometry::Geometry;
@@ -73,6 +75,50 @@ pub trait Store: Send + Sync {
 
     /// Counters: loads, commits, bytes written.
     fn stats(&self) -> StoreStats;
+
+    /// Brings the store back to a known state after a failed [`commit`](Store::commit) and
+    /// returns the last commit that took effect: the one before the failure, or the failed one
+    /// itself if it reached the disk after all. The allocator calls this before retrying, so
+    /// that it neither loses nor repeats a commit. Stores that cannot be left half-way by a
+    /// failure just report [`last_commit`](Store::last_commit).
+    fn recover(&self) -> Result<CommitId, StoreError> {
+        Ok(self.last_commit())
+    }
+}
+
+/// A shared store is a store: lets a caller keep a handle (for its own stats, or to look at
+/// the store after the allocator is gone) while the allocator owns another.
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    fn geometry(&self) -> Geometry {
+        (**self).geometry()
+    }
+    fn descriptor(&self, group: u32) -> Result<GroupDesc, StoreError> {
+        (**self).descriptor(group)
+    }
+    fn descriptors(&self) -> Vec<GroupDesc> {
+        (**self).descriptors()
+    }
+    fn read_bitmap(&self, group: u32) -> Result<BitmapBytes, StoreError> {
+        (**self).read_bitmap(group)
+    }
+    fn commit(&self, commit: &Commit) -> Result<CommitId, StoreError> {
+        (**self).commit(commit)
+    }
+    fn last_commit(&self) -> CommitId {
+        (**self).last_commit()
+    }
+    fn corrupt_groups(&self) -> Vec<u32> {
+        (**self).corrupt_groups()
+    }
+    fn verify(&self) -> Result<Vec<Problem>, StoreError> {
+        (**self).verify()
+    }
+    fn stats(&self) -> StoreStats {
+        (**self).stats()
+    }
+    fn recover(&self) -> Result<CommitId, StoreError> {
+        (**self).recover()
+    }
 }
 
 /// A group descriptor: what the allocator needs to know about a group without loading it.

@@ -13,8 +13,10 @@ use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::apply_unchecked;
 use super::format::{bitmap_crc, DiskDesc, Superblock};
 use super::log::{
-    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, RECORD_HEADER,
+    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, MAX_SEQ,
+    RECORD_HEADER,
 };
+use super::replay_check::implausible_replay;
 use super::StoreError;
 
 /// What recovery found and did.
@@ -25,6 +27,8 @@ pub(crate) struct Recovered {
     pub replayed: Option<u64>,
     /// Bitmaps replay wrote, to seed the cache.
     pub bitmaps: GroupBitmaps,
+    /// Groups replay left alone because their bitmap on disk was damaged, and why.
+    pub corrupt: Vec<(u32, String)>,
 }
 
 /// Groups and their rebuilt bitmaps.
@@ -34,7 +38,11 @@ pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreErr
     let (applied, record) = log_state(io, sb)?;
     match record {
         Some(rec) if rec.seq > applied => {
-            let bitmaps = replay(io, sb, &rec)?;
+            // The record read back may exist only in a cache (recovery after a failed sync on
+            // a live device): make it durable before the first in-place write, or a crash
+            // could leave half-replayed groups and no record to finish them.
+            io.sync("sync the log record before replay")?;
+            let (bitmaps, corrupt) = replay(io, sb, &rec)?;
             let marker = encode_marker(sb.nonce, rec.seq);
             io.write(
                 "mark the log applied",
@@ -46,25 +54,39 @@ pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreErr
                 seq: rec.seq,
                 replayed: Some(rec.seq),
                 bitmaps,
+                corrupt,
             })
         }
         Some(rec) => Ok(Recovered {
             seq: applied.max(rec.seq),
             replayed: None,
             bitmaps: Vec::new(),
+            corrupt: Vec::new(),
         }),
         None => Ok(Recovered {
             seq: applied,
             replayed: None,
             bitmaps: Vec::new(),
+            corrupt: Vec::new(),
         }),
     }
 }
 
 /// The highest applied sequence number and the record in the slot, if intact. Sequence
 /// numbers start at 1, so "no intact marker" and "nothing applied" both read as 0.
+///
+/// A marker may be ahead of every intact record (the applied record rotted after its marker
+/// was written): the state in place is then the marker's, and nothing needs replaying. A
+/// marker beyond [`MAX_SEQ`] is checksummed nonsense, never a torn write.
 pub(crate) fn log_state(io: &DevIo, sb: &Superblock) -> Result<(u64, Option<Record>), StoreError> {
-    Ok((read_markers(io, sb)?.unwrap_or(0), read_record(io, sb)?))
+    let applied = read_markers(io, sb)?.unwrap_or(0);
+    if applied > MAX_SEQ {
+        return Err(StoreError::BadLog {
+            seq: applied,
+            what: format!("a marker's sequence number is beyond {MAX_SEQ}"),
+        });
+    }
+    Ok((applied, read_record(io, sb)?))
 }
 
 /// The highest sequence number an intact marker records.
@@ -102,9 +124,15 @@ fn read_slot(io: &DevIo, sb: &Superblock, at: u64) -> Result<Option<Record>, Sto
     decode_body(&sb.geometry, &h, &body)
 }
 
-/// Rewrites every group the record touches and syncs.
-fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<GroupBitmaps, StoreError> {
+/// Rewrites every group the record touches and syncs; a group whose base on disk is damaged
+/// is left alone and returned as corrupt (see `replay_check`).
+fn replay(
+    io: &DevIo,
+    sb: &Superblock,
+    rec: &Record,
+) -> Result<(GroupBitmaps, Vec<(u32, String)>), StoreError> {
     let mut rebuilt = Vec::with_capacity(rec.groups.len());
+    let mut corrupt = Vec::new();
     for g in &rec.groups {
         let mut bitmap = if g.base_uninit {
             BitmapBytes::all_free(&sb.geometry, g.group).into_bytes()
@@ -114,7 +142,10 @@ fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<GroupBitmaps, Sto
                 .into_boxed_slice()
         };
         apply_unchecked(&mut bitmap, &g.runs);
-        rebuilt.push((g.group, bitmap));
+        match implausible_replay(io, sb, rec.seq, g, &bitmap)? {
+            Some(why) => corrupt.push((g.group, why)),
+            None => rebuilt.push((g.group, bitmap)),
+        }
     }
     let descs: Vec<DiskDesc> = rebuilt.iter().map(|(g, b)| desc_for(sb, *g, b)).collect();
     let images: Vec<GroupImage<'_>> = rebuilt
@@ -128,7 +159,7 @@ fn replay(io: &DevIo, sb: &Superblock, rec: &Record) -> Result<GroupBitmaps, Sto
         .collect();
     write_groups(io, sb, &images)?;
     io.sync("sync the replayed groups")?;
-    Ok(rebuilt)
+    Ok((rebuilt, corrupt))
 }
 
 /// The descriptor that matches a written bitmap.

@@ -381,3 +381,49 @@ fn verify_refuses_a_superblock_larger_than_the_device() {
     let err = verify_device(Arc::new(MemDevice::from_bytes(bytes))).unwrap_err();
     assert!(matches!(err, StoreError::BadSuperblock { .. }), "{err}");
 }
+
+/// A commit whose record is durable but whose marker and checkpoint never landed (power lost
+/// at write 1), over group 0 which already holds data: the image recovery starts from.
+fn unapplied_commit_over_group_0() -> (Vec<u8>, format::Layout) {
+    let (fault, s) = faulty(&[ext(0, 10)]);
+    let layout = s.sb_layout();
+    fault.set_plan(FaultPlan::LoseWrite { at: 1 });
+    assert!(s.commit(&alloc(&[(20, 5), (2000, 3)])).is_err());
+    (fault.crash(CrashMode::NoneLanded), layout)
+}
+
+#[test]
+fn replay_over_an_intact_base_is_clean() {
+    let (image, _) = unapplied_commit_over_group_0();
+    let s = reopen(image).unwrap();
+    assert_eq!(s.recovered(), Some(CommitId(1)));
+    assert!(s.corrupt_groups().is_empty());
+    assert!(s.read_bitmap(0).unwrap().is_used(22));
+}
+
+#[test]
+fn replay_does_not_launder_a_damaged_bitmap() {
+    let (mut image, layout) = unapplied_commit_over_group_0();
+    // Damage group 0's bitmap outside the bits the commit changes (block 100).
+    let at = layout.bitmap_at(0) as usize + 100 / 8;
+    image[at] ^= 1 << (100 % 8);
+    let dev = Arc::new(MemDevice::from_bytes(image.clone()));
+    let s = FileStore::open_on(dev.clone()).unwrap();
+    assert_eq!(s.recovered(), Some(CommitId(1)));
+    assert_eq!(s.corrupt_groups(), vec![0]);
+    assert!(matches!(
+        s.read_bitmap(0),
+        Err(StoreError::Corrupt { group: 0, what }) if what.contains("neither")
+    ));
+    // Group 1 was replayed; group 0 was left exactly as found, for fsck.
+    assert!(s.read_bitmap(1).unwrap().is_used(2000 - 1024));
+    let len = layout.bitmap_len;
+    assert_eq!(
+        dev.to_bytes()[at - 12..at - 12 + len],
+        image[at - 12..at - 12 + len]
+    );
+    assert!(matches!(
+        s.verify().unwrap()[..],
+        [Problem::BitmapChecksum { group: 0, .. }]
+    ));
+}

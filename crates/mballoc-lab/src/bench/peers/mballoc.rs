@@ -103,17 +103,18 @@ impl RangeAlloc for MballocPeer {
         }
         self.since_commit += 1;
         if self.since_commit >= self.commit_every {
-            self.a.commit();
+            self.a.commit()?;
             self.since_commit = 0;
         }
         Ok(())
     }
     fn settle(&mut self) {
-        self.a.commit();
+        // An in-memory allocator's commit has nothing that can fail (no store attached).
+        let _ = self.a.commit();
         self.since_commit = 0;
     }
     fn free_runs(&mut self) -> Option<Vec<Run>> {
-        self.a.commit();
+        self.a.commit().ok()?;
         let geo = *self.a.geometry();
         let mut out = Vec::new();
         for g in 0..geo.group_count() {
