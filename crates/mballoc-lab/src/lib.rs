@@ -2,7 +2,9 @@
 //! workloads, metrics, reports). The `mballoc` binary is its command line.
 
 pub mod case;
+pub mod fs;
 pub mod metrics;
 pub mod mkfs;
 pub mod replay;
 pub mod report;
+pub mod workload;

@@ -33,7 +33,7 @@ fn store_with_group_3_written(dir: &Path) -> std::path::PathBuf {
     assert!(o.status.success(), "{}", text(&o));
     let a = Allocator::open_file(&path).unwrap();
     let req = Request::new(1, 0, 100)
-        .with_flags(Flags(0))
+        .with_flags(Flags::HINT_TRY_GOAL | Flags::HINT_GOAL_ONLY)
         .with_goal(3 * 32768 + 10);
     let e = a.allocate(&req).unwrap().extent;
     assert_eq!(a.geometry().locate(e.start).0, 3);

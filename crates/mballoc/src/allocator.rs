@@ -14,6 +14,7 @@ use crate::geometry::Geometry;
 use crate::group::{state, Group, GroupState, Loaded};
 use crate::index::OrderIndex;
 use crate::prealloc::{LocalityGroup, OwnerTable};
+use crate::readahead::{ReadAhead, Taken};
 use crate::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::tunables::{possible_cpus, Tunables};
@@ -46,12 +47,17 @@ pub struct Allocator {
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
     pub(crate) lock_busy: AtomicU32,
     pub(crate) stats: Stats,
-    pub(crate) source: Box<dyn BitmapSource>,
+    pub(crate) source: Arc<dyn BitmapSource>,
+    /// Prefetch reads in flight (`ext4_read_block_bitmap_nowait`).
+    pub(crate) readahead: ReadAhead,
     pub(crate) cpus: u32,
     /// The durable store and the changes since the last commit (see `durable`).
     pub(crate) durable: Option<crate::durable::Durable>,
     pub(crate) corrupt: crate::corrupt::CorruptSet,
 }
+
+/// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+pub struct GroupLockHold<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
 pub struct Builder {
@@ -62,6 +68,7 @@ pub struct Builder {
     lazy: bool,
     source: Option<Box<dyn BitmapSource>>,
     load_cost: std::time::Duration,
+    readers: Option<usize>,
     store: Option<Arc<dyn crate::store::Store>>,
 }
 
@@ -92,6 +99,12 @@ impl Builder {
         self.load_cost = cost;
         self
     }
+    /// Threads that carry out prefetch reads in the background (the disk queue). Default: 4
+    /// when lazy, 0 otherwise; 0 = prefetch reads run inline.
+    pub fn prefetch_threads(mut self, n: usize) -> Self {
+        self.readers = Some(n);
+        self
+    }
     /// Read bitmaps from this source instead of the in-memory device built from `used`.
     pub fn source(mut self, s: Box<dyn BitmapSource>) -> Self {
         self.source = Some(s);
@@ -115,10 +128,11 @@ impl Builder {
             .store
             .map(|s| crate::durable::Durable::attach(&geo, s, self.used.len()))
             .transpose()?;
-        let source = match self.source {
-            Some(s) => s,
-            None => Box::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
+        let source: Arc<dyn BitmapSource> = match self.source {
+            Some(s) => Arc::from(s),
+            None => Arc::new(MemSource::new(geo, &self.used)?.with_load_cost(self.load_cost)),
         };
+        let readers = self.readers.unwrap_or(if self.lazy { 4 } else { 0 });
         let tun = self
             .tunables
             .unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
@@ -149,6 +163,7 @@ impl Builder {
             discard_seq: AtomicU64::new(0),
             lock_busy: AtomicU32::new(0),
             stats: Stats::default(),
+            readahead: ReadAhead::new(source.clone(), readers),
             source,
             cpus: self.cpus,
             durable,
@@ -175,6 +190,7 @@ impl Allocator {
             lazy: false,
             source: None,
             load_cost: std::time::Duration::ZERO,
+            readers: None,
             store: None,
         }
     }
@@ -249,7 +265,7 @@ impl Allocator {
             pending: st.pending.iter().map(|p| p.len).sum(),
             desc_free: st.desc_free,
             largest_free_order: l.buddy.largest_free_order(),
-            size_class: st.class,
+            size_class: grp.size_class() as u8,
         })
     }
 
@@ -320,11 +336,25 @@ impl Allocator {
         if self.corrupt.contains(grp.no) {
             return Err(self.corrupt_error(grp.no));
         }
-        let disk = match self.source.read_bitmap(grp.no) {
+        // ext4_wait_block_bitmap: a prefetched buffer is used as is (waiting if its read is
+        // still in flight); otherwise this thread reads it now, synchronously.
+        let read = match self.readahead.take(grp.no) {
+            Taken::Ready(r, waited) => {
+                if waited {
+                    crate::stats::bump(&self.stats.prefetch_waits);
+                }
+                r
+            }
+            Taken::NotSubmitted => {
+                crate::stats::bump(&self.stats.bitmap_loads);
+                crate::stats::bump(&self.stats.sync_loads);
+                self.source.read_bitmap(grp.no)
+            }
+        };
+        let disk = match read {
             Ok(d) => d,
             Err(e) => return Err(self.load_failed(grp, st, e)),
         };
-        crate::stats::bump(&self.stats.bitmap_loads);
         let bpg = self.geo.blocks_per_group();
         let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
         if buddy.free() != st.desc_free {
@@ -362,6 +392,12 @@ impl Allocator {
         }
         if optimize_scan && c.old_avg != c.new_avg {
             self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
+        }
+        // btrfs_maybe_reset_size_class: a group with no data left loses its class. Classes are
+        // only ever set with `size_classes` on, so this is one load and compare when off.
+        if grp.class.load(Ordering::Relaxed) != 0 && c.free >= grp.baseline_free {
+            grp.class.store(0, Ordering::Relaxed);
+            crate::stats::bump(&self.stats.class_resets);
         }
     }
 
@@ -441,6 +477,16 @@ impl Allocator {
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
         &self.lgs[(cpu % self.cpus) as usize]
+    }
+
+    /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
+    /// group would (for tests and the lab's contention experiments, seed 001).
+    pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
+        let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
+            group: g,
+            groups: self.geo.group_count(),
+        })?;
+        Ok(GroupLockHold(grp.lock.lock()))
     }
 
     /// Owners that currently hold inode preallocations, with their count.

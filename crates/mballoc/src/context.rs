@@ -2,6 +2,7 @@
 
 use crate::error::Error;
 use crate::request::{Criterion, Flags, GroupExtent, Request};
+use crate::size_class::{SizeClass, Stage};
 use crate::tunables::Tunables;
 
 /// A free extent inside one group (`struct ext4_free_extent`).
@@ -59,6 +60,10 @@ pub struct Ctx<'a> {
     pub prefetch_nr: u32,
     pub prefetch_ios: u32,
     pub first_err: Option<Error>,
+    /// The request's size class; `None` when size classes are off or this is not data.
+    pub class: SizeClass,
+    /// The class filter of the current stage; `None` = every group (stage `Any`).
+    pub stage: Option<Stage>,
 }
 
 impl<'a> Ctx<'a> {
@@ -86,6 +91,8 @@ impl<'a> Ctx<'a> {
             prefetch_nr: 0,
             prefetch_ios: 0,
             first_err: None,
+            class: SizeClass::None,
+            stage: None,
         }
     }
 

@@ -109,7 +109,7 @@ impl Allocator {
             pending: 0,
             desc_free: st.desc_free,
             largest_free_order: -1,
-            size_class: st.class,
+            size_class: grp.size_class() as u8,
         }
     }
 }

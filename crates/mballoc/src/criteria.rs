@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::group::state;
 use crate::index::GroupSet;
 use crate::request::{Criterion, Flags};
+use crate::size_class::{SizeClass, Stage};
 use crate::stats::{add, bump};
 use crate::tunables::KernelFlavor;
 
@@ -18,6 +19,9 @@ impl Allocator {
     /// `ext4_mb_regular_allocator`. On return `ctx.status` is `Found` (and `ctx.b_ex` is taken
     /// from its group's buddy) or the search failed.
     pub(crate) fn regular_allocator(&self, ctx: &mut Ctx) -> Result<(), Error> {
+        if ctx.tun.size_classes && ctx.flags.contains(Flags::HINT_DATA) {
+            ctx.class = SizeClass::of_bytes(u64::from(ctx.o_ex.len) << self.geo.bsbits());
+        }
         self.find_by_goal(ctx)?;
         if ctx.status == Status::Found || ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
             return Ok(());
@@ -37,13 +41,19 @@ impl Allocator {
             ctx.g_ex.start = -1;
             ctx.flags.remove(Flags::HINT_TRY_GOAL);
         }
-        ctx.cr = if ctx.two_order > 0 {
+        let first_cr = if ctx.two_order > 0 {
             Criterion::Power2Aligned
         } else {
             Criterion::GoalLenFast
         };
         ctx.prefetch_ios = 0;
         ctx.first_err = None;
+        if ctx.class != SizeClass::None {
+            if self.class_stages(ctx, first_cr)? {
+                return self.finish_regular(ctx);
+            }
+        }
+        ctx.cr = first_cr;
         loop {
             self.run_criteria(ctx)?;
             if ctx.b_ex.len > 0
@@ -64,6 +74,40 @@ impl Allocator {
             }
             break;
         }
+        if ctx.status == Status::Found && ctx.class != SizeClass::None {
+            bump(&self.stats.class_stage_hits[Stage::Any as usize]);
+        }
+        self.finish_regular(ctx)
+    }
+
+    /// The size-class stages before the kernel's loop (see [`crate::size_class`]): each walks
+    /// the criteria below CR_BEST_AVAIL_LEN over the groups its filter admits. True = found.
+    fn class_stages(&self, ctx: &mut Ctx, first_cr: Criterion) -> Result<bool, Error> {
+        for stage in [Stage::Match, Stage::Unset, Stage::Empty] {
+            ctx.stage = Some(stage);
+            ctx.cr = first_cr;
+            ctx.cr_done = false;
+            ctx.status = Status::Continue;
+            ctx.found = 0;
+            ctx.b_ex = Ex::default();
+            self.run_criteria(ctx)?;
+            if ctx.status == Status::Found {
+                ctx.stage = None;
+                bump(&self.stats.class_stage_hits[stage as usize]);
+                return Ok(true);
+            }
+        }
+        // Nothing of full length in a fitting group: the kernel's loop over every group.
+        ctx.stage = None;
+        ctx.cr_done = false;
+        ctx.status = Status::Continue;
+        ctx.found = 0;
+        ctx.b_ex = Ex::default();
+        Ok(false)
+    }
+
+    /// Counters and prefetch completion at the end of `ext4_mb_regular_allocator`.
+    fn finish_regular(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.status == Status::Found {
             bump(&self.stats.cr[ctx.cr.index()].hits);
             if ctx.flags.contains(Flags::STREAM_ALLOC) && ctx.b_ex.group == ctx.g_ex.group {
@@ -85,6 +129,10 @@ impl Allocator {
     /// The `repeat:` loop: one `ext4_mb_scan_groups` per criterion until found or exhausted.
     fn run_criteria(&self, ctx: &mut Ctx) -> Result<(), Error> {
         while !ctx.cr_done {
+            // A size-class stage takes only full-length extents found through the indexes.
+            if ctx.stage.is_some() && ctx.cr >= Criterion::BestAvailLen {
+                break;
+            }
             self.scan_groups(ctx)?;
             if ctx.status != Status::Continue {
                 break;
@@ -315,7 +363,10 @@ impl Allocator {
                 if test_before_set {
                     bump(&self.stats.prefetch_desc_lookups);
                 }
-                if grp.bb_free() > 0 && self.load_group(g).is_ok() {
+                // Submit the read and go on; the buddy is built later (prefetch_fini or on
+                // demand) from the finished buffer.
+                if grp.bb_free() > 0 && self.readahead.submit(g) {
+                    bump(&self.stats.bitmap_loads);
                     bump(&self.stats.prefetch_loads);
                     add(&self.stats.prefetch_ios, 1);
                     *ios += 1;

@@ -1,12 +1,13 @@
 //! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
 //! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
 
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
+use crate::size_class::SizeClass;
 
 /// `bb_state` bits.
 pub mod state {
@@ -48,8 +49,6 @@ pub struct GroupState {
     /// `bb_avg_fragment_size_order`).
     pub largest_order: i32,
     pub avg_order: i32,
-    /// Size class of the group's data (seed 002); 0 = none.
-    pub class: u8,
 }
 
 /// One group.
@@ -64,6 +63,12 @@ pub struct Group {
     pub largest_order: AtomicI32,
     /// `bb_state`.
     pub flags: AtomicU32,
+    /// Size class of the group's data (seed 002, [`crate::size_class::SizeClass`] as `u8`).
+    /// Written only under the group lock; read without it by the scans.
+    pub class: AtomicU8,
+    /// Free clusters when the allocator was built: back at (or above) this, the group holds no
+    /// data allocated since, and its size class resets.
+    pub baseline_free: u32,
 }
 
 impl Group {
@@ -77,12 +82,13 @@ impl Group {
                 desc_free,
                 largest_order: -1,
                 avg_order: -1,
-                class: 0,
             }),
             free: AtomicU32::new(desc_free),
             fragments: AtomicU32::new(0),
             largest_order: AtomicI32::new(-1),
             flags: AtomicU32::new(state::NEED_INIT),
+            class: AtomicU8::new(0),
+            baseline_free: desc_free,
         }
     }
 
@@ -106,6 +112,13 @@ impl Group {
     }
     pub fn bb_fragments(&self) -> u32 {
         self.fragments.load(Ordering::Relaxed)
+    }
+    pub fn size_class(&self) -> SizeClass {
+        SizeClass::from_u8(self.class.load(Ordering::Relaxed))
+    }
+    /// Holds nothing allocated since the allocator was built.
+    pub fn is_empty(&self) -> bool {
+        self.bb_free() >= self.baseline_free
     }
 }
 

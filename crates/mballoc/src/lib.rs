@@ -22,8 +22,10 @@ mod new_blocks;
 mod normalize;
 pub mod policy;
 mod prealloc;
+mod readahead;
 pub mod request;
 mod scan;
+pub mod size_class;
 pub mod source;
 pub mod stats;
 pub mod store;
@@ -36,6 +38,7 @@ pub use policy::{apply_settings, Policy};
 pub use request::{
     Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
 };
+pub use size_class::SizeClass;
 pub use source::{BitmapSource, MemSource};
 pub use stats::{GroupSnapshot, StatsSnapshot};
 pub use tunables::{KernelFlavor, Tunables};

@@ -13,6 +13,7 @@ use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::{state, Group, GroupState};
 use crate::request::{Criterion, Flags};
+use crate::size_class::SizeClass;
 use crate::stats::bump;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
@@ -59,6 +60,9 @@ impl Allocator {
             bump(&self.stats.busy_skips);
             return Ok(());
         }
+        if !self.class_admits(ctx, grp) {
+            return Ok(());
+        }
         match self.good_group_nolock(ctx, grp, cr) {
             Ok(true) => {}
             Ok(false) => return Ok(()),
@@ -79,10 +83,38 @@ impl Allocator {
         } else {
             self.lock_group(grp)
         };
-        if self.good_group(ctx, grp, cr) {
+        // Re-checked under the lock: another request may have claimed the group meanwhile
+        // (btrfs returns -EAGAIN from the claim for the same race).
+        if self.good_group(ctx, grp, cr) && self.class_admits(ctx, grp) {
             self.scan_in_group(ctx, grp, &mut st);
         }
         Ok(())
+    }
+
+    /// The size-class filter of the current stage (`find_free_extent_check_size_class`).
+    fn class_admits(&self, ctx: &Ctx, grp: &Group) -> bool {
+        let Some(stage) = ctx.stage else { return true };
+        let ok = stage.allows(ctx.class, grp.size_class(), grp.is_empty());
+        if !ok {
+            bump(&self.stats.class_skips);
+        }
+        ok
+    }
+
+    /// `btrfs_use_block_group_size_class`: the first data allocation claims a class-less group;
+    /// one into a group of another class leaves it as it is. Called under the group lock.
+    fn claim_class(&self, ctx: &Ctx, grp: &Group) {
+        if ctx.class == SizeClass::None {
+            return;
+        }
+        match grp.size_class() {
+            SizeClass::None => {
+                grp.class.store(ctx.class as u8, Ordering::Relaxed);
+                bump(&self.stats.class_claims);
+            }
+            c if c != ctx.class => bump(&self.stats.class_forced),
+            _ => {}
+        }
     }
 
     /// `ext4_mb_good_group_nolock`: cheap checks from the lock-free summary, and buddy
@@ -304,6 +336,7 @@ impl Allocator {
         let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
         self.discard_seq.fetch_add(1, Ordering::Relaxed);
         self.publish(grp, st, ctx.tun.mb_optimize_scan);
+        self.claim_class(ctx, grp);
         ctx.f_ex = ctx.b_ex;
         ctx.status = Status::Found;
         ctx.tail = ret & 0xffff;

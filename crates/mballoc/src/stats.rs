@@ -29,6 +29,10 @@ pub struct Stats {
     pub buddies_generated: AtomicU64,
     pub bitmap_loads: AtomicU64,
     pub prefetch_loads: AtomicU64,
+    /// Bitmap reads an allocating thread did itself and waited for.
+    pub sync_loads: AtomicU64,
+    /// Loads that found their prefetch read still in flight and waited for it.
+    pub prefetch_waits: AtomicU64,
     pub prefetch_ios: AtomicU64,
     pub prefetch_desc_lookups: AtomicU64,
     pub preallocated: AtomicU64,
@@ -42,6 +46,14 @@ pub struct Stats {
     /// Commits the durable store refused or failed (each retried by the next commit).
     pub commit_failures: AtomicU64,
     pub cr: [CrStats; 5],
+    /// Size classes (seed 002, M12): allocations found per stage (match, unset, empty, any).
+    pub class_stage_hits: [AtomicU64; 4],
+    /// Groups claimed by a class, reset to none, skipped for their class, and allocations forced
+    /// into a group of another class.
+    pub class_claims: AtomicU64,
+    pub class_resets: AtomicU64,
+    pub class_skips: AtomicU64,
+    pub class_forced: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -61,6 +73,10 @@ pub struct StatsSnapshot {
     pub buddies_generated: u64,
     pub bitmap_loads: u64,
     pub prefetch_loads: u64,
+    /// Bitmap reads an allocating thread did itself and waited for.
+    pub sync_loads: u64,
+    /// Loads that found their prefetch read still in flight and waited for it.
+    pub prefetch_waits: u64,
     pub prefetch_ios: u64,
     pub prefetch_desc_lookups: u64,
     pub preallocated: u64,
@@ -74,6 +90,12 @@ pub struct StatsSnapshot {
     /// Per criterion: hits, groups_considered, extents_scanned, useless_loops.
     pub cr: [[u64; 4]; 5],
     pub groups: u32,
+    /// Allocations found per size-class stage: match, unset, empty, any.
+    pub class_stage_hits: [u64; 4],
+    pub class_claims: u64,
+    pub class_resets: u64,
+    pub class_skips: u64,
+    pub class_forced: u64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -101,6 +123,8 @@ impl Stats {
             buddies_generated: l(&self.buddies_generated),
             bitmap_loads: l(&self.bitmap_loads),
             prefetch_loads: l(&self.prefetch_loads),
+            sync_loads: l(&self.sync_loads),
+            prefetch_waits: l(&self.prefetch_waits),
             prefetch_ios: l(&self.prefetch_ios),
             prefetch_desc_lookups: l(&self.prefetch_desc_lookups),
             preallocated: l(&self.preallocated),
@@ -121,6 +145,11 @@ impl Stats {
                 ]
             }),
             groups,
+            class_stage_hits: std::array::from_fn(|i| l(&self.class_stage_hits[i])),
+            class_claims: l(&self.class_claims),
+            class_resets: l(&self.class_resets),
+            class_skips: l(&self.class_skips),
+            class_forced: l(&self.class_forced),
         }
     }
 }
@@ -163,9 +192,24 @@ impl StatsSnapshot {
         let _ = writeln!(s, "\tdiscarded: {}", self.discarded);
         let _ = writeln!(s, "\tbitmap_loads: {}", self.bitmap_loads);
         let _ = writeln!(s, "\tprefetch_loads: {}", self.prefetch_loads);
+        let _ = writeln!(s, "\tsync_loads: {}", self.sync_loads);
+        let _ = writeln!(s, "\tprefetch_waits: {}", self.prefetch_waits);
         let _ = writeln!(s, "\tbusy_group_skips: {}", self.busy_skips);
         let _ = writeln!(s, "\tcorrupt_groups: {}", self.corrupt_groups);
         let _ = writeln!(s, "\tcommit_failures: {}", self.commit_failures);
+        let h = &self.class_stage_hits;
+        if h.iter().sum::<u64>() > 0 || self.class_claims > 0 {
+            let _ = writeln!(
+                s,
+                "\tsize_class_hits: match {} unset {} empty {} any {}",
+                h[0], h[1], h[2], h[3]
+            );
+            let _ = writeln!(
+                s,
+                "\tsize_class: claims {} resets {} skips {} forced {}",
+                self.class_claims, self.class_resets, self.class_skips, self.class_forced
+            );
+        }
         s
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use mballoc::{Allocator, Error, Extent, Flags, Geometry, Request, Tunables};
+use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
 use proptest::prelude::*;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -90,25 +90,19 @@ fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) ->
 fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let geo = Geometry::new(4096, 32768, 8 * 32768 - 1000, 0, 16).unwrap();
     let used = [(0u64, 300u64), (32768, 129), (5 * 32768 + 77, 4000)];
-    let mut t = Tunables::for_geometry(&geo, 2);
-    match policy {
-        "optimize" => t.mb_optimize_scan = true,
-        "linux-6.16" => {
-            t.nr_global_goals = 1;
-            t.try_lock_groups = false;
-        }
-        "proposed" => {
-            t.mb_max_prealloc_kb = 32768;
-            t.prefetch_test_before_set = true;
-            t.mb_optimize_scan = true;
-        }
-        _ => {}
-    }
+    // The presets as users get them, plus the optimised scan on this small geometry (8 groups
+    // leave it off by default) under each.
+    let (name, optimize) = match policy.strip_suffix("+optimize") {
+        Some(p) => (p, true),
+        None => (policy, false),
+    };
+    let mut t = Policy::from_name(name).unwrap().tunables(&geo, 2);
+    t.mb_optimize_scan |= optimize;
     let a = Allocator::builder(geo)
         .used(&used)
         .tunables(t)
         .cpus(2)
-        .lazy(policy == "proposed")
+        .lazy(name == "proposed")
         .build()
         .unwrap();
     let mut m = Model::new(&geo, &used);
@@ -198,13 +192,17 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
-    fn default_policy(ops in proptest::collection::vec(op(), 1..120)) { run("default", ops)?; }
-    #[test]
-    fn optimize_scan(ops in proptest::collection::vec(op(), 1..120)) { run("optimize", ops)?; }
-    #[test]
     fn linux_6_16(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.16", ops)?; }
     #[test]
+    fn linux_6_16_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.16+optimize", ops)?; }
+    #[test]
+    fn linux_6_18(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.18", ops)?; }
+    #[test]
+    fn linux_6_18_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.18+optimize", ops)?; }
+    #[test]
     fn proposed(ops in proptest::collection::vec(op(), 1..120)) { run("proposed", ops)?; }
+    #[test]
+    fn proposed_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("proposed+optimize", ops)?; }
 }
 
 /// Fill the filesystem to the last block: partial allocations near ENOSPC, PAs discarded on
@@ -292,8 +290,14 @@ fn no_reuse_before_commit() {
 /// Many threads at once: no block is ever handed out twice, counters stay exact.
 #[test]
 fn threads_never_share_a_block() {
+    for p in Policy::ALL {
+        threads_under(p);
+    }
+}
+
+fn threads_under(policy: Policy) {
     let geo = Geometry::ext4_default(1 << 30).unwrap();
-    let mut t = Tunables::for_geometry(&geo, 4);
+    let mut t = policy.tunables(&geo, 4);
     t.mb_optimize_scan = true;
     let a = Arc::new(
         Allocator::builder(geo)

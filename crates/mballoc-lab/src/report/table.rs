@@ -16,6 +16,9 @@ pub struct ComparisonRow {
     pub a: f64,
     /// Value under policy B.
     pub b: f64,
+    /// Free text for the optional note column (e.g. a published figure to set beside ours).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A titled A-vs-B table.
@@ -29,6 +32,11 @@ pub struct ComparisonTable {
     pub label_b: String,
     /// Rows in insertion order.
     pub rows: Vec<ComparisonRow>,
+    /// Header of the change column: "delta", or "diff" as in the fsperf tables.
+    pub delta_label: String,
+    /// Header of a text column after the change, shown when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note_label: Option<String>,
 }
 
 /// `(b − a) / |a| · 100`, `None` when `a` is 0 (no meaningful relative change) or either is not
@@ -49,7 +57,21 @@ impl ComparisonTable {
             label_a: label_a.to_string(),
             label_b: label_b.to_string(),
             rows: Vec::new(),
+            delta_label: "delta".to_string(),
+            note_label: None,
         }
+    }
+
+    /// Renames the change column.
+    pub fn with_delta_label(mut self, label: &str) -> Self {
+        self.delta_label = label.to_string();
+        self
+    }
+
+    /// Adds a text column after the change, headed `label`, filled by [`Self::row_note`].
+    pub fn with_note_column(mut self, label: &str) -> Self {
+        self.note_label = Some(label.to_string());
+        self
     }
 
     /// Appends a row.
@@ -58,7 +80,17 @@ impl ComparisonTable {
             metric: metric.to_string(),
             a,
             b,
+            note: None,
         });
+        self
+    }
+
+    /// Appends a row with text in the note column.
+    pub fn row_note(&mut self, metric: &str, a: f64, b: f64, note: &str) -> &mut Self {
+        self.row(metric, a, b);
+        if let Some(r) = self.rows.last_mut() {
+            r.note = Some(note.to_string());
+        }
         self
     }
 
@@ -85,24 +117,29 @@ impl ComparisonTable {
 
     /// The table as aligned text.
     pub fn render(&self) -> String {
-        let cells: Vec<[String; 4]> = self
+        let mut header = vec![
+            "metric".to_string(),
+            self.label_a.clone(),
+            self.label_b.clone(),
+            self.delta_label.clone(),
+        ];
+        header.extend(self.note_label.clone());
+        let cells: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|r| {
-                [
+                let mut c = vec![
                     r.metric.clone(),
                     fmt_num(r.a),
                     fmt_num(r.b),
                     fmt_delta(r.a, r.b),
-                ]
+                ];
+                if self.note_label.is_some() {
+                    c.push(r.note.clone().unwrap_or_default());
+                }
+                c
             })
             .collect();
-        let header = [
-            "metric".to_string(),
-            self.label_a.clone(),
-            self.label_b.clone(),
-            "delta".to_string(),
-        ];
         let widths = column_widths(&header, &cells);
         let mut s = String::new();
         if !self.title.is_empty() {
@@ -125,8 +162,8 @@ fn number(v: &serde_json::Value) -> Option<f64> {
     }
 }
 
-fn column_widths(header: &[String; 4], cells: &[[String; 4]]) -> [usize; 4] {
-    let mut w = header.clone().map(|h| h.chars().count());
+fn column_widths(header: &[String], cells: &[Vec<String>]) -> Vec<usize> {
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in cells {
         for (wi, c) in w.iter_mut().zip(row) {
             *wi = (*wi).max(c.chars().count());
@@ -135,19 +172,19 @@ fn column_widths(header: &[String; 4], cells: &[[String; 4]]) -> [usize; 4] {
     w
 }
 
-/// `| metric | a | b | delta |` with the name left-aligned and numbers right-aligned.
-fn format_line(cells: &[String; 4], w: &[usize; 4]) -> String {
-    format!(
-        "| {:<w0$} | {:>w1$} | {:>w2$} | {:>w3$} |\n",
-        cells[0],
-        cells[1],
-        cells[2],
-        cells[3],
-        w0 = w[0],
-        w1 = w[1],
-        w2 = w[2],
-        w3 = w[3]
-    )
+/// `| metric | a | b | delta | note |`: the name and the note left-aligned, numbers right.
+fn format_line(cells: &[String], w: &[usize]) -> String {
+    let mut s = String::from("|");
+    for (i, (c, &wi)) in cells.iter().zip(w).enumerate() {
+        let pad = wi.saturating_sub(c.chars().count());
+        if i == 0 || i == 4 {
+            let _ = write!(s, " {c}{} |", " ".repeat(pad));
+        } else {
+            let _ = write!(s, " {}{c} |", " ".repeat(pad));
+        }
+    }
+    s.push('\n');
+    s
 }
 
 /// Integers print without decimals, magnitudes below 1 with 4, others with 2.

@@ -75,6 +75,29 @@ fn table_is_aligned_with_signed_deltas() {
 }
 
 #[test]
+fn table_with_diff_label_and_note_column() {
+    let mut t = ComparisonTable::new("", "base", "patched")
+        .with_delta_label("diff")
+        .with_note_column("published");
+    t.row_note("frag_pct_mean", 43.59, 0.0, "43.59 -> 0 (-100.00%)")
+        .row("bg_count", 14.0, 15.6);
+    let text = t.render();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("| metric"), "no title line: {text}");
+    assert!(lines[0].contains(" diff | published"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.chars().count() == lines[0].chars().count()),
+        "{text}"
+    );
+    assert!(
+        text.contains("| -100.0% | 43.59 -> 0 (-100.00%) |"),
+        "{text}"
+    );
+}
+
+#[test]
 fn table_from_two_records_skips_arrays() {
     let a = fsperf_frag(&space());
     let b = fsperf_frag(&FreeSpace::from_extents(&[vec![(0, 64)]], 64, 4096).unwrap());

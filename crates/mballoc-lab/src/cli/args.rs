@@ -1,0 +1,154 @@
+//! Argument types of the lab's subcommands (clap derive). Values that clap can check on its own
+//! (sizes, thread lists, durations, policy and workload names) are checked here, so a typo is a
+//! usage error (exit code 2) naming the valid choices before anything runs.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use mballoc::Policy;
+use mballoc_lab::workload;
+
+use super::parse;
+
+/// A workload name from the catalog; unknown names list the valid ones.
+pub fn workload_name(s: &str) -> Result<String, String> {
+    let cat = workload::catalog();
+    if cat.iter().any(|w| w.name == s) {
+        Ok(s.to_string())
+    } else {
+        let valid: Vec<&str> = cat.iter().map(|w| w.name).collect();
+        Err(format!(
+            "unknown workload {s:?}; valid workloads: {}",
+            valid.join(", ")
+        ))
+    }
+}
+
+/// A policy preset name (`mballoc::Policy::from_name`); its error lists the presets.
+pub fn policy_name(s: &str) -> Result<Policy, String> {
+    Policy::from_name(s).map_err(|e| e.to_string())
+}
+
+/// Options shared by `run` and `compare`: what to run and how big.
+#[derive(Args, Debug, Clone)]
+pub struct Scenario {
+    /// Allocator tunables or lab settings `name=value` (see `mballoc list`), applied on top of
+    /// the policy (repeatable).
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse::setting)]
+    pub settings: Vec<String>,
+    /// Thread counts to run, comma separated; one run per count.
+    #[arg(long, value_name = "LIST", default_value = "1", value_parser = thread_list)]
+    pub threads: ThreadList,
+    /// Filesystem size (binary units: 512M, 16G, up to 16T); default: the workload's own size
+    /// for the scale (`--quick` or full).
+    #[arg(long, value_name = "SIZE", value_parser = parse::size)]
+    pub fs_size: Option<u64>,
+    /// Seed of the workload's random choices (a one-thread run is deterministic per seed).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// A shorter run of the same workload (seconds, not minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Simulated cost of loading one group's bitmap from disk (e.g. 50us; 0 = in memory).
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse::duration_ns)]
+    pub load_cost: u64,
+}
+
+/// Thread counts of a sweep, in the order given, without duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadList(pub Vec<u32>);
+
+fn thread_list(s: &str) -> Result<ThreadList, String> {
+    parse::threads(s).map(ThreadList)
+}
+
+/// Where results go.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Output {
+    /// Print one JSON object per run, one per line, instead of the readable summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write JSON, CSV and SVG plots of every run into this folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `mballoc run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Workload name (see `mballoc list`).
+    #[arg(value_parser = workload_name)]
+    pub workload: String,
+    /// Policy preset (see `mballoc list`).
+    #[arg(long, default_value = "linux-6.18", value_parser = policy_name)]
+    pub policy: Policy,
+    #[command(flatten)]
+    pub scenario: Scenario,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// `mballoc compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Workload name (see `mballoc list`).
+    #[arg(value_parser = workload_name)]
+    pub workload: String,
+    /// The two policies to compare: `--policy A --policy B` (A is the baseline).
+    #[arg(long = "policy", required = true, num_args = 1, value_parser = policy_name)]
+    pub policies: Vec<Policy>,
+    /// Settings for A only (on top of `--set`), e.g. to compare one switch within a preset.
+    #[arg(long = "set-a", value_name = "NAME=VALUE", value_parser = parse::setting)]
+    pub set_a: Vec<String>,
+    /// Settings for B only (on top of `--set`).
+    #[arg(long = "set-b", value_name = "NAME=VALUE", value_parser = parse::setting)]
+    pub set_b: Vec<String>,
+    #[command(flatten)]
+    pub scenario: Scenario,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// `mballoc reproduce`.
+#[derive(Args, Debug, Clone)]
+pub struct ReproduceArgs {
+    /// Laptop scale: every experiment shortened so the whole command takes minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Folder of kernel captures (default: ../shared/kernel-traces beside the repository).
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
+    /// Only these seeds' experiments (ids like 000, 002; repeatable; default all).
+    #[arg(long = "only", value_name = "SEED")]
+    pub only: Vec<String>,
+    /// Skip the kernel-trace fidelity proof.
+    #[arg(long)]
+    pub no_fidelity: bool,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// `mballoc groups`.
+#[derive(Args, Debug, Clone)]
+pub struct GroupsArgs {
+    /// Filesystem size (e.g. 4G, 512M, 16T).
+    #[arg(long, default_value = "1G", value_parser = parse::size)]
+    pub fs_size: u64,
+}
+
+/// `mballoc replay`.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// Case directories, or folders holding them.
+    #[arg(required = true)]
+    pub cases: Vec<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Mismatches to print per case.
+    #[arg(long, default_value_t = 10)]
+    pub show: usize,
+}

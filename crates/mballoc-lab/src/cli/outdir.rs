@@ -1,0 +1,282 @@
+//! `--out DIR`: every run's results as files, for spreadsheets and papers.
+//!
+//! | file | contents |
+//! |---|---|
+//! | `runs.json` | every [`RunResult`], complete |
+//! | `scalars.csv` | one row per run: identity columns then every scalar metric |
+//! | `runNN_<workload>_<policy>_t<T>.<series>.csv` | one CSV per series of each run (`x,y`) |
+//! | `throughput.svg` | ops/s against threads, one line per policy label |
+//! | `runNN_….<series>.svg` | frag_pct per group, free-extent histogram, extent-size distribution |
+//!
+//! File names start with the run's index so two runs of the same policy with different settings
+//! never overwrite each other.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use mballoc_lab::report::csv::quote;
+use mballoc_lab::report::{self, ReportError, Series};
+use mballoc_lab::workload::RunResult;
+use serde::Serialize;
+
+use super::error::CliError;
+
+/// Writes every file of the table above into `dir` (created if missing); returns the paths.
+pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliError> {
+    std::fs::create_dir_all(dir).map_err(|source| CliError::OutDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut written = Vec::new();
+    let p = dir.join("runs.json");
+    report::write_json(runs, &p)?;
+    written.push(p);
+    let p = dir.join("scalars.csv");
+    std::fs::write(&p, scalars_csv(runs)).map_err(|e| ReportError::io(&p, e))?;
+    written.push(p);
+    for (i, r) in runs.iter().enumerate() {
+        written.extend(write_series(dir, &stem(i, r), r)?);
+    }
+    if let Some(p) = write_throughput(dir, runs)? {
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// `run03_fallocate2_linux-6.18_t2`, with anything unusual in names replaced by `-`.
+pub fn stem(index: usize, r: &RunResult) -> String {
+    format!(
+        "run{index:02}_{}_{}_t{}",
+        clean(&r.workload),
+        clean(&r.policy),
+        r.threads
+    )
+}
+
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// `scalars.csv`: one row per run — the file stem, the run's identity, then every scalar
+/// metric any run has (alphabetical; empty where a run lacks it).
+fn scalars_csv(runs: &[RunResult]) -> String {
+    let ident = [
+        "run",
+        "workload",
+        "policy",
+        "settings",
+        "threads",
+        "fs_size",
+        "seed",
+        "elapsed_s",
+    ];
+    // A scalar named like an identity column would make the header ambiguous; identity wins.
+    let mut names: Vec<&str> = runs
+        .iter()
+        .flat_map(|r| r.scalars.keys().map(String::as_str))
+        .filter(|n| !ident.contains(n))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = csv_line(
+        ident
+            .iter()
+            .copied()
+            .chain(names.iter().copied())
+            .map(str::to_string),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let mut cells = vec![
+            stem(i, r),
+            r.workload.clone(),
+            r.policy.clone(),
+            r.settings.join(" "),
+            r.threads.to_string(),
+            r.fs_size.to_string(),
+            r.seed.to_string(),
+            r.elapsed_s.to_string(),
+        ];
+        cells.extend(
+            names
+                .iter()
+                .map(|n| r.scalars.get(*n).map_or(String::new(), f64::to_string)),
+        );
+        out.push_str(&csv_line(cells.into_iter()));
+    }
+    out
+}
+
+fn csv_line(cells: impl Iterator<Item = String>) -> String {
+    let mut s = cells.map(|c| quote(&c)).collect::<Vec<_>>().join(",");
+    s.push('\n');
+    s
+}
+
+/// One `x,y` point of a series, for its CSV.
+#[derive(Serialize)]
+struct Point {
+    x: f64,
+    y: f64,
+}
+
+fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, CliError> {
+    let mut written = Vec::new();
+    for (name, pts) in &r.series {
+        let rows: Vec<Point> = pts.iter().map(|&(x, y)| Point { x, y }).collect();
+        let p = dir.join(format!("{stem}.{}.csv", clean(name)));
+        report::write_csv_rows(&rows, &p)?;
+        written.push(p);
+        if pts.is_empty() || pts.iter().any(|&(x, y)| !x.is_finite() || !y.is_finite()) {
+            continue; // nothing a bar chart could show; the CSV still records it
+        }
+        let p = dir.join(format!("{stem}.{}.svg", clean(name)));
+        let labels: Vec<String> = pts.iter().map(|&(x, _)| bar_label(name, x)).collect();
+        let values: Vec<f64> = pts.iter().map(|&(_, y)| y).collect();
+        let title = format!("{name} — {} {} T={}", r.workload, r.policy, r.threads);
+        report::plot_bars(&title, y_axis(name), &labels, &values, &p)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Bar labels: group numbers for per-group series, `p99` for percentiles, and sizes for the
+/// histograms (whose x is the bucket's smallest extent in KiB).
+fn bar_label(series: &str, x: f64) -> String {
+    if series.contains("per_group") {
+        format!("{x:.0}")
+    } else if series.contains("percentile") {
+        format!("p{x}")
+    } else if series.contains("histogram") || series.contains("distribution") {
+        kib_label(x)
+    } else {
+        report::table::fmt_num(x)
+    }
+}
+
+/// `4K`, `512K`, `8M`, `2G` for a size in KiB (e2freefrag's style).
+fn kib_label(kib: f64) -> String {
+    let mut v = kib;
+    for unit in ["K", "M", "G"] {
+        if v < 1024.0 {
+            return format!("{}{unit}", report::table::fmt_num(v));
+        }
+        v /= 1024.0;
+    }
+    format!("{}T", report::table::fmt_num(v))
+}
+
+fn y_axis(series: &str) -> &'static str {
+    if series.starts_with("frag_pct") {
+        "frag_pct"
+    } else if series.contains("percentile") {
+        "ns"
+    } else if series.contains("histogram") || series.contains("distribution") {
+        "extents"
+    } else {
+        "value"
+    }
+}
+
+/// `throughput.svg`: ops/s against threads, one line per distinct policy label.
+fn write_throughput(dir: &Path, runs: &[RunResult]) -> Result<Option<PathBuf>, CliError> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in runs {
+        if let Some(&ops) = r.scalars.get("ops_per_sec").filter(|v| v.is_finite()) {
+            let label = super::config::label_of(r);
+            lines
+                .entry(label)
+                .or_default()
+                .push((f64::from(r.threads), ops));
+        }
+    }
+    if lines.is_empty() {
+        return Ok(None);
+    }
+    let series: Vec<Series> = lines
+        .into_iter()
+        .map(|(label, mut points)| {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { label, points }
+        })
+        .collect();
+    let p = dir.join("throughput.svg");
+    let workload = &runs[0].workload;
+    report::plot_throughput(&format!("{workload}: ops/s against threads"), &series, &p)?;
+    Ok(Some(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::output::tests::sample;
+    use super::*;
+
+    #[test]
+    fn histogram_labels_are_sizes() {
+        assert_eq!(bar_label("free_extent_histogram", 4.0), "4K");
+        assert_eq!(bar_label("extent_size_distribution", 8192.0), "8M");
+        assert_eq!(bar_label("frag_pct_per_group", 12.0), "12");
+        assert_eq!(bar_label("latency_percentiles", 99.9), "p99.9");
+    }
+
+    #[test]
+    fn writes_json_csv_and_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = vec![
+            sample("linux-6.16", 1, 100.0),
+            sample("linux-6.16", 2, 150.0),
+            sample("proposed", 1, 110.0),
+        ];
+        let files = write_all(dir.path(), &runs).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        for want in [
+            "runs.json",
+            "scalars.csv",
+            "throughput.svg",
+            "run00_fallocate2_linux-6.16_t1.frag_pct_per_group.csv",
+            "run02_fallocate2_proposed_t1.free_extent_histogram.svg",
+        ] {
+            assert!(
+                names.iter().any(|n| n == want),
+                "{want} missing from {names:?}"
+            );
+        }
+        let csv = std::fs::read_to_string(dir.path().join("scalars.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 4, "{csv}");
+        let header = csv.lines().next().unwrap();
+        assert!(
+            header.starts_with("run,workload,policy,settings,threads"),
+            "{csv}"
+        );
+        assert!(
+            header.ends_with(",elapsed_s,frag_pct_mean,ops_per_sec"),
+            "{csv}"
+        );
+        assert!(
+            csv.lines()
+                .nth(3)
+                .unwrap()
+                .starts_with("run02_fallocate2_proposed_t1,"),
+            "{csv}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("runs.json")).unwrap())
+                .unwrap();
+        assert_eq!(json.as_array().unwrap().len(), 3);
+        let svg = std::fs::read_to_string(dir.path().join("throughput.svg")).unwrap();
+        assert!(
+            svg.contains("<svg") && svg.contains("proposed"),
+            "legend names the policy"
+        );
+    }
+}

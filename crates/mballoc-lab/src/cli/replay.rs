@@ -1,0 +1,95 @@
+//! `mballoc replay` and `mballoc groups`: the kernel-trace fidelity proof and the mb_groups dump
+//! of a fresh filesystem (unchanged behaviour, moved out of `main.rs`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use mballoc::{Allocator, Geometry};
+use mballoc_lab::replay::{self, ReplayReport};
+
+use super::args::{GroupsArgs, ReplayArgs};
+use super::emit::{out, outln};
+use super::error::CliError;
+
+/// `mballoc groups`.
+pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
+    let other = |e: &dyn std::fmt::Display| CliError::Other(e.to_string());
+    let layout =
+        mballoc_lab::mkfs::layout(a.fs_size).map_err(|e| CliError::Usage(e.to_string()))?;
+    let geo = Geometry::new(
+        4096,
+        layout.blocks_per_group,
+        layout.blocks_count,
+        0,
+        layout.flex_bg_size,
+    )
+    .map_err(|e| other(&e))?;
+    let alloc = Allocator::new(geo, &layout.used).map_err(|e| other(&e))?;
+    out(&alloc.mb_groups().map_err(|e| other(&e))?)
+}
+
+/// `mballoc replay`.
+pub fn cmd_replay(a: &ReplayArgs) -> Result<(), CliError> {
+    let rep = replay::replay_paths(&a.cases)?;
+    if a.json {
+        outln(&to_json(&rep)?)
+    } else {
+        out(&render(&rep, a.show))
+    }
+}
+
+/// Pretty JSON of a replay report.
+pub fn to_json(rep: &ReplayReport) -> Result<String, CliError> {
+    serde_json::to_string_pretty(rep).map_err(|e| CliError::Other(e.to_string()))
+}
+
+/// One row per case, a total, then up to `show` mismatches per case.
+pub fn render(rep: &ReplayReport, show: usize) -> String {
+    let mut s = format!(
+        "{:<22} {:>7} {:>7} {:>9} {:>6} {:>10}\n",
+        "case", "allocs", "matched", "agreement", "path", "final_diff"
+    );
+    for c in &rep.cases {
+        let _ = writeln!(
+            s,
+            "{:<22} {:>7} {:>7} {:>8.2}% {:>6} {:>10}",
+            c.name,
+            c.allocs,
+            c.matched,
+            100.0 * c.agreement,
+            c.path_matched,
+            c.final_diff_blocks
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{:<22} {:>7} {:>7} {:>8.2}%",
+        "all",
+        rep.allocs,
+        rep.matched,
+        100.0 * rep.agreement
+    );
+    for c in &rep.cases {
+        for m in c.mismatches.iter().take(show) {
+            let _ = writeln!(
+                s,
+                "{}: seq {} ino {} lblk {} len {}: kernel {} ours {} — {}",
+                c.name, m.seq, m.ino, m.lblk, m.len, m.kernel, m.ours, m.first_difference
+            );
+        }
+    }
+    s
+}
+
+/// `shared/kernel-traces` beside the repository (the checkout's parent holds `shared/`).
+pub fn default_traces() -> PathBuf {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    [
+        repo.join("../shared/kernel-traces"),
+        repo.join("shared/kernel-traces"),
+        PathBuf::from("../shared/kernel-traces"),
+    ]
+    .into_iter()
+    .find(|c| c.is_dir())
+    .unwrap_or_else(|| PathBuf::from("../shared/kernel-traces"))
+}

@@ -1,0 +1,143 @@
+//! `mballoc run` and `mballoc compare`: run a workload once per thread count (and per policy),
+//! print summaries, JSON lines or a side-by-side table, and write `--out` files.
+
+use mballoc_lab::report::ComparisonTable;
+use mballoc_lab::workload::{self, RunConfig, RunResult};
+
+use super::args::{CompareArgs, Output, RunArgs};
+use super::config::{label, run_configs};
+use super::emit::outln;
+use super::error::CliError;
+use super::outdir;
+use super::output::{json_line, sweep_table};
+use super::parse::fmt_size;
+use super::progress::Bar;
+use super::summary::summary;
+
+/// Runs one configuration with a progress bar.
+pub fn run_one(cfg: &RunConfig, bar: &Bar) -> Result<RunResult, CliError> {
+    workload::run(cfg, bar).map_err(|source| CliError::Workload {
+        workload: cfg.workload.clone(),
+        source,
+    })
+}
+
+/// `mballoc run`.
+pub fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
+    let cfgs = run_configs(&a.workload, a.policy, &[], &a.scenario)?;
+    let bar = Bar::for_terminal(a.output.quiet);
+    let mut results = Vec::with_capacity(cfgs.len());
+    for cfg in &cfgs {
+        let r = run_one(cfg, &bar)?;
+        if a.output.json {
+            outln(&json_line(&r))?;
+        } else {
+            outln(&summary(&r))?;
+        }
+        results.push(r);
+    }
+    if !a.output.json {
+        if let Some(t) = sweep_table(&results.iter().collect::<Vec<_>>()) {
+            outln(&t)?;
+        }
+    }
+    write_out(&a.output, &results)
+}
+
+/// `mballoc compare`: A and B at every thread count, one table per thread count.
+pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
+    let [pa, pb] = a.policies[..] else {
+        return Err(CliError::Usage(format!(
+            "compare needs exactly two policies (--policy A --policy B), got {}",
+            a.policies.len()
+        )));
+    };
+    let side_a = run_configs(&a.workload, pa, &a.set_a, &a.scenario)?;
+    let side_b = run_configs(&a.workload, pb, &a.set_b, &a.scenario)?;
+    let (la, lb) = labels(pa, pb, a);
+    let bar = Bar::for_terminal(a.output.quiet);
+    let mut results = Vec::new();
+    for (ca, cb) in side_a.iter().zip(&side_b) {
+        let ra = run_one(ca, &bar)?;
+        let rb = run_one(cb, &bar)?;
+        if a.output.json {
+            outln(&json_line(&ra))?;
+            outln(&json_line(&rb))?;
+        } else {
+            outln(&comparison(&ra, &rb, &la, &lb).render())?;
+        }
+        results.push(ra);
+        results.push(rb);
+    }
+    write_out(&a.output, &results)
+}
+
+/// Column labels: the policies with their own settings; `A:`/`B:` prefixes if they would read
+/// the same.
+fn labels(pa: mballoc::Policy, pb: mballoc::Policy, a: &CompareArgs) -> (String, String) {
+    let la = label(pa, &a.set_a);
+    let lb = label(pb, &a.set_b);
+    if la == lb {
+        (format!("A: {la}"), format!("B: {lb}"))
+    } else {
+        (la, lb)
+    }
+}
+
+/// Metric by metric, A against B, with the change in %: every scalar either side has, then
+/// the wall time.
+pub fn comparison(ra: &RunResult, rb: &RunResult, la: &str, lb: &str) -> ComparisonTable {
+    let title = format!(
+        "{} · {} thread{} · {} · seed {}",
+        ra.workload,
+        ra.threads,
+        if ra.threads == 1 { "" } else { "s" },
+        fmt_size(ra.fs_size),
+        ra.seed
+    );
+    let mut t = ComparisonTable::new(&title, la, lb).with_delta_label("diff");
+    let mut keys: Vec<&String> = ra.scalars.keys().chain(rb.scalars.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let va = ra.scalars.get(k).copied().unwrap_or(f64::NAN);
+        let vb = rb.scalars.get(k).copied().unwrap_or(f64::NAN);
+        t.row(k, va, vb);
+    }
+    t.row("elapsed_s", ra.elapsed_s, rb.elapsed_s);
+    t
+}
+
+/// `--out DIR`, announced on stderr so stdout stays the results only.
+pub fn write_out(out: &Output, results: &[RunResult]) -> Result<(), CliError> {
+    if let Some(dir) = &out.out {
+        let files = outdir::write_all(dir, results)?;
+        if !out.quiet {
+            eprintln!("wrote {} files to {}", files.len(), dir.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::output::tests::sample;
+    use super::*;
+
+    #[test]
+    fn comparison_lists_both_sides_and_diffs() {
+        let a = sample("linux-6.16", 2, 100.0);
+        let mut b = sample("linux-6.18", 2, 150.0);
+        b.scalars.insert("only_b".into(), 3.0);
+        let text = comparison(&a, &b, "linux-6.16", "linux-6.18").render();
+        let header = text.lines().nth(1).unwrap();
+        assert!(
+            header.contains("linux-6.16")
+                && header.contains("linux-6.18")
+                && header.contains("diff"),
+            "{text}"
+        );
+        assert!(text.contains("+50.0%"), "{text}");
+        assert!(text.contains("only_b") && text.contains("NaN"), "{text}");
+    }
+}

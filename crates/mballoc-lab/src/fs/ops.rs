@@ -1,0 +1,286 @@
+//! The file operations: each turns into allocator requests built the way ext4 builds them
+//! (see the table in the module above), or into frees.
+
+use std::time::Instant;
+
+use mballoc::{Error, Extent, Flags, Request};
+
+use super::error::FsError;
+use super::file::File;
+use super::goal::{clamp_goal, inode_goal};
+use super::Task;
+
+/// Longest fallocate request (`EXT_UNWRITTEN_MAX_LEN`), and the range length up to which
+/// fallocate asks for no normalisation (`EXT4_GET_BLOCKS_NO_NORMALIZE`).
+pub const FALLOC_MAX_REQUEST: u32 = 32767;
+/// Longest extent writeback maps at once (`MAX_WRITEPAGES_EXTENT_LEN`).
+pub const WRITEBACK_MAX_REQUEST: u32 = 2048;
+/// Longest direct-I/O request (`EXT_INIT_MAX_LEN`).
+const DIRECT_MAX_REQUEST: u32 = 32768;
+const BLOCK_BITS: u32 = 12;
+/// ext4 logical blocks are 32-bit.
+const MAX_LOGICAL: u64 = u32::MAX as u64;
+
+/// How the requests of one operation are built.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `new_size` is `Some(offset + len)` unless `KEEP_SIZE`.
+    Fallocate {
+        new_size: Option<u64>,
+    },
+    Writeback,
+    Direct,
+}
+
+impl Mode {
+    fn cap(self) -> u32 {
+        match self {
+            Mode::Fallocate { .. } => FALLOC_MAX_REQUEST,
+            Mode::Writeback => WRITEBACK_MAX_REQUEST,
+            Mode::Direct => DIRECT_MAX_REQUEST,
+        }
+    }
+}
+
+/// Block range `[first, end)` covering bytes `[offset, offset + len)`.
+fn block_range(ino: u64, offset: u64, len: u64) -> Result<(u32, u32), FsError> {
+    let end_byte = offset
+        .checked_add(len)
+        .ok_or(FsError::RangeTooLarge { ino, offset, len })?;
+    let first = offset >> BLOCK_BITS;
+    let end = end_byte.div_ceil(1 << BLOCK_BITS);
+    if end > MAX_LOGICAL {
+        return Err(FsError::RangeTooLarge { ino, offset, len });
+    }
+    Ok((first as u32, end as u32))
+}
+
+impl Task<'_> {
+    /// `fallocate(fd, mode, offset, len)` with mode 0 or `FALLOC_FL_KEEP_SIZE`: allocates every
+    /// hole of the range (unwritten extents).
+    pub fn fallocate(
+        &mut self,
+        f: &mut File,
+        offset: u64,
+        len: u64,
+        keep_size: bool,
+    ) -> Result<(), FsError> {
+        if len == 0 {
+            return Err(FsError::ZeroLength {
+                ino: f.ino,
+                op: "fallocate",
+                offset,
+            });
+        }
+        let (first, end) = block_range(f.ino, offset, len)?;
+        let mut flags = Flags::HINT_DATA;
+        if end - first <= FALLOC_MAX_REQUEST {
+            flags |= Flags::HINT_NOPREALLOC;
+        }
+        let new_size = (!keep_size).then_some(offset + len);
+        let result = self.fill_range(f, first, end, flags, Mode::Fallocate { new_size });
+        if let (Ok(()), Some(n)) = (&result, new_size) {
+            f.size = f.size.max(n);
+        }
+        self.fs.journal.tick(&self.fs.alloc);
+        result
+    }
+
+    /// A buffered `write()`: the blocks become dirty; nothing is allocated until [`Self::fsync`]
+    /// (delayed allocation).
+    pub fn write_buffered(&mut self, f: &mut File, offset: u64, len: u64) -> Result<(), FsError> {
+        if len == 0 {
+            return Err(FsError::ZeroLength {
+                ino: f.ino,
+                op: "write",
+                offset,
+            });
+        }
+        let (first, end) = block_range(f.ino, offset, len)?;
+        for (s, n) in f.map.holes(first, end - first) {
+            f.mark_dirty(s, n);
+        }
+        f.size = f.size.max(offset + len);
+        Ok(())
+    }
+
+    /// `fsync`/`fdatasync`: writeback places every dirty run, then the journal commits (the
+    /// inode changed), which also makes earlier frees reusable.
+    pub fn fsync(&mut self, f: &mut File) -> Result<(), FsError> {
+        let runs: Vec<(u32, u32)> = f.dirty.iter().map(|(&s, &n)| (s, n)).collect();
+        let had_dirty = !runs.is_empty();
+        let mut result = Ok(());
+        for (s, n) in runs {
+            result = self.fill_range(f, s, s + n, Self::writeback_flags(), Mode::Writeback);
+            if result.is_err() {
+                break;
+            }
+            f.dirty.remove(&s);
+        }
+        if had_dirty {
+            self.fs.journal.commit(&self.fs.alloc);
+        }
+        self.fs.journal.tick(&self.fs.alloc);
+        result
+    }
+
+    fn writeback_flags() -> Flags {
+        Flags::HINT_DATA | Flags::DELALLOC_RESERVED | Flags::USE_RESERVED
+    }
+
+    /// An `O_DIRECT` write: holes are allocated at once, with the size before the write.
+    pub fn write_direct(&mut self, f: &mut File, offset: u64, len: u64) -> Result<(), FsError> {
+        if len == 0 {
+            return Err(FsError::ZeroLength {
+                ino: f.ino,
+                op: "direct write",
+                offset,
+            });
+        }
+        let (first, end) = block_range(f.ino, offset, len)?;
+        let result = self.fill_range(f, first, end, Flags::HINT_DATA, Mode::Direct);
+        if result.is_ok() {
+            f.size = f.size.max(offset + len);
+        }
+        self.fs.journal.tick(&self.fs.alloc);
+        result
+    }
+
+    /// `ftruncate(fd, new_size)`: drops the inode's preallocations, frees every block past the
+    /// new end (deferred until the next commit) and discards dirty pages there. Like
+    /// `ext4_setattr`, this also runs when the size does not shrink.
+    pub fn truncate(&mut self, f: &mut File, new_size: u64) -> Result<(), FsError> {
+        let keep = new_size.div_ceil(1 << BLOCK_BITS).min(MAX_LOGICAL) as u32;
+        self.fs.alloc.discard_preallocations(f.ino);
+        f.drop_dirty_from(keep);
+        let freed = f.map.truncate(keep);
+        f.size = new_size;
+        let result = self.free_extents(f.ino, &freed);
+        self.fs.journal.tick(&self.fs.alloc);
+        result
+    }
+
+    /// Deletes the file: every block freed, preallocations dropped.
+    pub fn unlink(&mut self, mut f: File) -> Result<(), FsError> {
+        f.open = false;
+        self.truncate(&mut f, 0)
+    }
+
+    /// The last close of a writer (`ext4_release_file`): unused preallocations go back.
+    pub fn close(&mut self, f: &mut File) {
+        f.open = false;
+        self.fs.alloc.discard_preallocations(f.ino);
+    }
+
+    fn free_extents(&mut self, ino: u64, extents: &[Extent]) -> Result<(), FsError> {
+        let geo = *self.fs.alloc.geometry();
+        for e in extents {
+            self.fs
+                .alloc
+                .free(ino, *e)
+                .map_err(|source| FsError::Allocator {
+                    ino,
+                    logical: 0,
+                    source,
+                })?;
+            self.rec.freed(&geo, e.start, u64::from(e.len));
+        }
+        Ok(())
+    }
+
+    /// Allocates every hole of `[first, end)`.
+    fn fill_range(
+        &mut self,
+        f: &mut File,
+        first: u32,
+        end: u32,
+        flags: Flags,
+        mode: Mode,
+    ) -> Result<(), FsError> {
+        for (start, len) in f.map.holes(first, end - first) {
+            self.fill_hole(f, start, start + len, flags, mode)?;
+        }
+        Ok(())
+    }
+
+    /// Allocates `[start, end)`, which is unmapped, one request at a time: each request asks
+    /// for what is left (up to the mode's cap) and may get less.
+    fn fill_hole(
+        &mut self,
+        f: &mut File,
+        start: u32,
+        end: u32,
+        flags: Flags,
+        mode: Mode,
+    ) -> Result<(), FsError> {
+        let mut at = start;
+        let mut retried = false;
+        while at < end {
+            let len = (end - at).min(mode.cap());
+            if let Mode::Fallocate {
+                new_size: Some(n), ..
+            } = mode
+            {
+                // ext4_alloc_file_blocks raises i_size after every mapped piece.
+                f.size = f.size.max(n.min(u64::from(at) << BLOCK_BITS));
+            }
+            let req = self.request(f, at, len, flags);
+            let t = Instant::now();
+            let got = self.fs.alloc.allocate(&req);
+            let ns = t.elapsed().as_nanos() as u64;
+            match got {
+                Ok(a) => {
+                    let geo = *self.fs.alloc.geometry();
+                    self.rec.allocated(&geo, &req, &a, ns);
+                    f.map.insert(at, a.extent.start, a.extent.len);
+                    at += a.extent.len;
+                    retried = false;
+                }
+                Err(Error::NoSpace { .. }) if !retried => {
+                    // ext4_should_retry_alloc: wait for the running transaction, try again.
+                    self.rec.enospc_commits += 1;
+                    self.fs.journal.commit(&self.fs.alloc);
+                    retried = true;
+                }
+                Err(Error::NoSpace { free, pending, .. }) => {
+                    return Err(FsError::NoSpace {
+                        ino: f.ino,
+                        logical: u64::from(start),
+                        wanted: u64::from(end - start),
+                        mapped: u64::from(at - start),
+                        free,
+                        pending,
+                    })
+                }
+                Err(source) => {
+                    return Err(FsError::Allocator {
+                        ino: f.ino,
+                        logical: u64::from(at),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The request for `[at, +len)` of `f`: goal from the extent list or the inode's group,
+    /// neighbours from the extent list.
+    fn request(&self, f: &File, at: u32, len: u32, flags: Flags) -> Request {
+        let geo = self.fs.alloc.geometry();
+        let goal = f
+            .map
+            .find_goal(at)
+            .unwrap_or_else(|| inode_goal(geo, f.ino, self.fs.inodes_per_group));
+        let (lleft, pleft) = f.map.left_of(at);
+        let (lright, pright) = f.map.right_of(at);
+        Request::new(f.ino, at, len)
+            .with_goal(clamp_goal(geo, goal))
+            .with_flags(flags)
+            .with_i_size(f.size)
+            .with_cpu(self.cpu)
+            .with_open_for_write(f.open)
+            .with_left(lleft, pleft)
+            .with_right(lright, pright)
+    }
+}

@@ -1,0 +1,263 @@
+//! The file layer on small, hand-checked cases. Expected placements follow the Linux 6.18
+//! captures where one exists (fallocate2-4g, falloc-1g-mixed) and hand arithmetic otherwise.
+
+use std::sync::Arc;
+
+use mballoc::{Allocator, Extent, Flags, Geometry, Request};
+
+use super::*;
+use crate::mkfs;
+
+/// A freshly made fs of `bytes`, as mkfs.ext4 lays it out, 2 CPUs like the captures.
+fn fresh(bytes: u64, commit_every: u64) -> Fs {
+    let l = mkfs::layout(bytes).unwrap();
+    let geo = Geometry::new(4096, l.blocks_per_group, l.blocks_count, 0, l.flex_bg_size).unwrap();
+    let a = Allocator::builder(geo)
+        .used(&l.used)
+        .cpus(2)
+        .build()
+        .unwrap();
+    Fs::new(Arc::new(a), l.inodes_per_group, commit_every).unwrap()
+}
+
+fn log(t: &Task) -> Vec<(Request, Extent)> {
+    t.rec.log.clone().unwrap()
+}
+
+#[test]
+fn fallocate2_steps_follow_the_kernel_capture() {
+    // fallocate2-4g: the first 8 KiB fallocate of inode 12 asks for 2 blocks at goal 32768
+    // (group 1, the inode's flex group + 1) and gets 33282 (after group 1's backup superblock,
+    // descriptors and 512 reserved GDT blocks); the next asks at goal 33284 with the left
+    // neighbour 1@33283.
+    let fs = fresh(4 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    assert_eq!(f.ino, 12);
+    t.fallocate(&mut f, 0, 8192, false).unwrap();
+    t.fallocate(&mut f, 8192, 8192, false).unwrap();
+    let l = log(&t);
+    assert_eq!(l.len(), 2);
+    let (r0, e0) = &l[0];
+    assert_eq!((r0.logical, r0.len, r0.goal, r0.i_size), (0, 2, 32768, 0));
+    assert_eq!(r0.flags, Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+    assert_eq!(*e0, Extent::new(33282, 2));
+    let (r1, e1) = &l[1];
+    assert_eq!((r1.logical, r1.goal, r1.i_size), (2, 33284, 8192));
+    assert_eq!((r1.lleft, r1.pleft, r1.pright), (1, 33283, 0));
+    assert_eq!(*e1, Extent::new(33284, 2));
+    // One merged record, 4 blocks, size 16 KiB.
+    assert_eq!(f.map.len(), 1);
+    assert_eq!((f.map.blocks(), f.size), (4, 16384));
+}
+
+#[test]
+fn big_fallocate_is_split_at_32767_blocks_without_noprealloc() {
+    // falloc-1g-mixed: a 257,299,373-byte fallocate (62,818 blocks) is asked 32767 blocks at a
+    // time with HINT_DATA only; mballoc normalises each to 8 MiB (2048 blocks), and i_size
+    // follows the mapped end.
+    let fs = fresh(1 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    t.fallocate(&mut f, 0, 257_299_373, false).unwrap();
+    let l = log(&t);
+    assert_eq!(f.map.blocks(), 62_818);
+    let mut at = 0u32;
+    for (r, e) in &l {
+        assert_eq!(r.flags, Flags::HINT_DATA);
+        assert_eq!(r.logical, at);
+        assert_eq!(r.len, (62_818 - at).min(32767));
+        assert_eq!(r.i_size, u64::from(at) * 4096);
+        if at > 0 {
+            assert_eq!(r.lleft, at - 1);
+            assert_eq!(r.goal, r.pleft + 1);
+        }
+        at += e.len;
+    }
+    assert_eq!(l[0].1.len, 2048, "8 MiB normalisation");
+    assert_eq!(f.size, 257_299_373);
+}
+
+#[test]
+fn keep_size_leaves_i_size_alone() {
+    let fs = fresh(1 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    t.fallocate(&mut f, 0, 73_819_750, true).unwrap();
+    assert_eq!(f.size, 0);
+    assert_eq!(f.map.blocks(), 18_023);
+    let l = log(&t);
+    assert!(l.iter().all(|(r, _)| r.i_size == 0 && r.len <= 18_023));
+    assert!(l[0].0.flags.contains(Flags::HINT_NOPREALLOC));
+}
+
+#[test]
+fn buffered_writes_allocate_at_fsync_in_2048_block_pieces() {
+    let fs = fresh(1 << 30, 1000);
+    let mut t = fs.task(1);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    for i in 0..160u64 {
+        t.write_buffered(&mut f, i * 65536, 65536).unwrap();
+    }
+    assert_eq!(t.rec.calls, 0, "delalloc: nothing placed before fsync");
+    assert_eq!(f.dirty_blocks(), 2560);
+    t.fsync(&mut f).unwrap();
+    let l = log(&t);
+    assert_eq!(f.map.blocks(), 2560);
+    assert_eq!(f.dirty_blocks(), 0);
+    assert_eq!((l[0].0.logical, l[0].0.len), (0, 2048));
+    for (r, _) in &l {
+        assert_eq!(
+            r.flags,
+            Flags::HINT_DATA | Flags::DELALLOC_RESERVED | Flags::USE_RESERVED
+        );
+        assert_eq!(r.i_size, 160 * 65536);
+        assert_eq!(r.cpu, 1);
+    }
+    // Unaligned appends overlap the previous write's last page: only new blocks are asked for.
+    let mut g = fs.create();
+    t.write_buffered(&mut g, 0, 130_048).unwrap(); // 127 KiB: blocks 0..32
+    t.fsync(&mut g).unwrap();
+    t.write_buffered(&mut g, 130_048, 130_048).unwrap(); // blocks 31..64
+    assert_eq!(g.dirty_blocks(), 32);
+    t.fsync(&mut g).unwrap();
+    assert_eq!(g.map.blocks(), 64);
+}
+
+#[test]
+fn direct_writes_allocate_at_once_with_the_old_size() {
+    let fs = fresh(1 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    t.write_direct(&mut f, 0, 131072).unwrap();
+    t.write_direct(&mut f, 131072, 131072).unwrap();
+    let l = log(&t);
+    assert_eq!(l[0].0.flags, Flags::HINT_DATA);
+    assert_eq!((l[0].0.i_size, l[1].0.i_size), (0, 131072));
+    assert_eq!(f.size, 262144);
+    assert_eq!(f.map.blocks(), 64);
+    // Overwrites allocate nothing.
+    let calls = t.rec.calls;
+    t.write_direct(&mut f, 4096, 8192).unwrap();
+    assert_eq!(t.rec.calls, calls);
+}
+
+#[test]
+fn truncate_frees_after_commit_and_drops_preallocations() {
+    let fs = fresh(1 << 30, 1_000_000);
+    let a = fs.allocator_arc();
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    t.write_direct(&mut f, 0, 1 << 20).unwrap(); // 256 blocks, an inode PA behind them
+    let free_before = a.free_blocks();
+    t.truncate(&mut f, 4096 * 100).unwrap();
+    assert_eq!(f.map.blocks(), 100);
+    assert_eq!(a.free_blocks(), free_before + 156);
+    assert_eq!(a.pending_blocks(), 156, "reusable only after the commit");
+    assert!(a.preallocations().iter().all(|&(o, _)| o != f.ino));
+    fs.commit();
+    assert_eq!(a.pending_blocks(), 0);
+    t.unlink(f).unwrap();
+    assert_eq!(t.rec.blocks_freed, 256);
+    a.check_consistency().unwrap();
+}
+
+#[test]
+fn enospc_commits_and_retries_once() {
+    // 64 MiB: fill it, free everything without a commit, and allocate again: the first try
+    // finds nothing (the frees wait for the commit), the layer commits and succeeds.
+    let fs = fresh(64 << 20, 1_000_000);
+    let a = fs.allocator_arc();
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    let free = a.free_blocks();
+    let want = (free - 64) * 4096;
+    t.fallocate(&mut f, 0, want, false).unwrap();
+    t.truncate(&mut f, 0).unwrap();
+    assert!(a.pending_blocks() > 0);
+    let mut g = fs.create();
+    t.fallocate(&mut g, 0, want, false).unwrap();
+    assert!(t.rec.enospc_commits >= 1);
+    assert_eq!(g.map.blocks(), want / 4096);
+    // Now really full: the error says how far it got.
+    let mut h = fs.create();
+    match t.fallocate(&mut h, 0, 1 << 20, false) {
+        Err(FsError::NoSpace { ino, mapped, .. }) => {
+            assert_eq!(ino, h.ino);
+            assert_eq!(mapped, h.map.blocks());
+        }
+        other => panic!("expected ENOSPC, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let fs = fresh(64 << 20, 10);
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    assert!(matches!(
+        t.fallocate(&mut f, 0, 0, false),
+        Err(FsError::ZeroLength { .. })
+    ));
+    assert!(matches!(
+        t.write_direct(&mut f, u64::MAX - 10, 100),
+        Err(FsError::RangeTooLarge { .. })
+    ));
+    assert!(matches!(
+        t.fallocate(&mut f, 1 << 50, 4096, false),
+        Err(FsError::RangeTooLarge { .. })
+    ));
+    let a = fs.allocator_arc();
+    assert!(matches!(
+        Fs::new(a, 8192, 0),
+        Err(FsError::BadCommitInterval(0))
+    ));
+}
+
+#[test]
+fn the_journal_commits_every_k_operations() {
+    let fs = fresh(64 << 20, 3);
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    for i in 0..7 {
+        t.fallocate(&mut f, i * 8192, 8192, false).unwrap();
+    }
+    assert_eq!(fs.journal().ops(), 7);
+    assert_eq!(fs.journal().commits(), 2);
+}
+
+#[test]
+fn fallocate3_rounds_follow_the_kernel_capture() {
+    // fallocate3-4g: inodes 12..15 each open(O_TRUNC) + KEEP_SIZE fallocate of 73,819,750
+    // bytes (18,023 blocks) + close, round after round. The goal (group 1's first block) is
+    // busy, so every request falls back to the stream goal. Round 2 runs before any commit:
+    // round 1's blocks are freed but not reusable yet. Placements as the kernel's.
+    let fs = fresh(4 << 30, 1_000_000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut files: Vec<File> = (0..4).map(|_| fs.create()).collect();
+    let mut starts = Vec::new();
+    for _round in 0..2 {
+        for f in &mut files {
+            f.open = true;
+            t.truncate(f, 0).unwrap();
+            t.fallocate(f, 0, 73_819_750, true).unwrap();
+            t.close(f);
+            assert_eq!(f.map.len(), 1);
+            starts.push(f.map.iter().next().unwrap().physical);
+        }
+    }
+    let l = log(&t);
+    assert!(l
+        .iter()
+        .all(|(r, _)| r.goal == 32768 && r.len == 18_023 && r.i_size == 0));
+    assert_eq!(
+        starts,
+        vec![8743, 33281, 65536, 98817, 131072, 164353, 196608, 229889]
+    );
+}

@@ -1,0 +1,155 @@
+//! Splits `RunConfig::settings` into allocator tunables (passed to
+//! [`mballoc::apply_settings`]) and the lab's own settings, validating the latter.
+
+use super::error::LabError;
+use super::LAB_SETTINGS;
+use crate::fs::DEFAULT_COMMIT_OPS;
+
+/// The lab settings of one run (see [`LAB_SETTINGS`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabSettings {
+    pub age: Option<f64>,
+    pub prefill: Option<f64>,
+    pub commit_ops: u64,
+    pub duration_s: Option<f64>,
+    pub warmup_s: Option<f64>,
+    pub ops: Option<u64>,
+    pub cpus: Option<u32>,
+    pub lazy: Option<bool>,
+    /// `name=value` pairs for the allocator.
+    pub tunables: Vec<String>,
+}
+
+impl Default for LabSettings {
+    fn default() -> Self {
+        LabSettings {
+            age: None,
+            prefill: None,
+            commit_ops: DEFAULT_COMMIT_OPS,
+            duration_s: None,
+            warmup_s: None,
+            ops: None,
+            cpus: None,
+            lazy: None,
+            tunables: Vec::new(),
+        }
+    }
+}
+
+fn fraction(name: &str, v: &str, max: f64) -> Result<f64, LabError> {
+    let x: f64 = v
+        .parse()
+        .map_err(|_| LabError::bad(name, v, "expected a number"))?;
+    if !(0.0..=max).contains(&x) {
+        return Err(LabError::bad(name, v, format!("must be in 0 ..= {max}")));
+    }
+    Ok(x)
+}
+
+fn seconds(name: &str, v: &str) -> Result<f64, LabError> {
+    let x: f64 = v
+        .parse()
+        .map_err(|_| LabError::bad(name, v, "expected seconds"))?;
+    if !(x.is_finite() && x > 0.0 && x <= 86_400.0) {
+        return Err(LabError::bad(name, v, "must be in (0, 86400] seconds"));
+    }
+    Ok(x)
+}
+
+fn count(name: &str, v: &str) -> Result<u64, LabError> {
+    match v.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(LabError::bad(name, v, "expected a positive integer")),
+    }
+}
+
+impl LabSettings {
+    /// Parses `settings`; an unknown name is an error listing both kinds of names.
+    pub fn parse(settings: &[String]) -> Result<LabSettings, LabError> {
+        let mut s = LabSettings::default();
+        for kv in settings {
+            let (name, value) = kv
+                .split_once('=')
+                .ok_or_else(|| LabError::bad(kv, "", "settings are name=value"))?;
+            let (name, v) = (name.trim(), value.trim());
+            match name {
+                "age" => s.age = Some(fraction(name, v, 0.95)?),
+                "prefill" => s.prefill = Some(fraction(name, v, 0.98)?),
+                "commit_ops" => s.commit_ops = count(name, v)?,
+                "duration_s" => s.duration_s = Some(seconds(name, v)?),
+                "warmup_s" => s.warmup_s = Some(seconds(name, v)?),
+                "ops" => s.ops = Some(count(name, v)?),
+                "cpus" => {
+                    let n = count(name, v)?;
+                    s.cpus = Some(
+                        u32::try_from(n)
+                            .ok()
+                            .filter(|&c| c <= 4096)
+                            .ok_or_else(|| LabError::bad(name, v, "must be in 1 ..= 4096"))?,
+                    )
+                }
+                "lazy" => {
+                    s.lazy = Some(match v {
+                        "1" | "on" | "true" => true,
+                        "0" | "off" | "false" => false,
+                        _ => return Err(LabError::bad(name, v, "0 or 1")),
+                    })
+                }
+                _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
+                _ => {
+                    return Err(LabError::UnknownSetting {
+                        name: name.to_string(),
+                        lab: LAB_SETTINGS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        tunables: mballoc::Tunables::NAMES.join(", "),
+                    })
+                }
+            }
+        }
+        if s.age.is_some() && s.prefill.is_some() {
+            return Err(LabError::bad(
+                "age",
+                "",
+                "age and prefill are two ways to pre-age; pick one",
+            ));
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn lab_settings_and_tunables_are_split() {
+        let s = LabSettings::parse(&v(&["age=0.5", "mb_max_prealloc_kb=32768", "ops=10"])).unwrap();
+        assert_eq!(s.age, Some(0.5));
+        assert_eq!(s.ops, Some(10));
+        assert_eq!(s.tunables, v(&["mb_max_prealloc_kb=32768"]));
+    }
+
+    #[test]
+    fn bad_settings_are_errors_naming_the_value() {
+        let e = LabSettings::parse(&v(&["age=2"])).unwrap_err().to_string();
+        assert!(e.contains("age") && e.contains('2'), "{e}");
+        let e = LabSettings::parse(&v(&["colour=red"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("colour") && e.contains("prefill") && e.contains("mb_stream_req"),
+            "{e}"
+        );
+        assert!(LabSettings::parse(&v(&["ops=0"])).is_err());
+        assert!(LabSettings::parse(&v(&["novalue"])).is_err());
+        assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
+        assert!(LabSettings::parse(&v(&["age=0.5", "prefill=0.5"])).is_err());
+    }
+}

@@ -1,0 +1,119 @@
+//! Asynchronous block-bitmap reads for prefetch, the user-space stand-in for
+//! `ext4_read_block_bitmap_nowait` + the buffer cache.
+//!
+//! Why: on a big, mostly full filesystem the first allocations after "mount" must read many
+//! group bitmaps. The kernel's prefetch (`ext4_mb_prefetch`) submits those reads without waiting,
+//! so they proceed in parallel with the scan; the buddies are built later, by
+//! `ext4_mb_prefetch_fini` or on demand, from buffers that are by then up to date. Here a small
+//! pool of reader threads plays the disk queue: [`ReadAhead::submit`] queues a read and returns,
+//! [`ReadAhead::take`] hands the finished bitmap to the loader, waiting only if the read is still
+//! in flight. Placement never depends on I/O timing: a group's `NEED_INIT` bit is cleared only
+//! when an allocating thread builds its buddy, exactly as in the kernel.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::bitmap::Bitmap;
+use crate::error::Error;
+use crate::source::BitmapSource;
+
+#[derive(Default)]
+struct Reads {
+    /// Submitted, not finished.
+    in_flight: HashSet<u32>,
+    /// Finished, not yet taken by a loader.
+    done: HashMap<u32, Result<Bitmap, Error>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    reads: Mutex<Reads>,
+    finished: Condvar,
+}
+
+/// What happened to a [`ReadAhead::take`].
+pub(crate) enum Taken {
+    /// No read of this group was submitted: the caller reads it itself.
+    NotSubmitted,
+    /// The prefetched bitmap (`waited`: the read was still in flight).
+    Ready(Result<Bitmap, Error>, bool),
+}
+
+/// The reader pool; reads run inline when it has no threads.
+pub(crate) struct ReadAhead {
+    shared: Arc<Shared>,
+    source: Arc<dyn BitmapSource>,
+    queue: Option<Mutex<Sender<u32>>>,
+}
+
+impl ReadAhead {
+    /// `threads` readers over `source`; 0 = every read runs inline in `submit`. The readers stop
+    /// when the `ReadAhead` is dropped.
+    pub(crate) fn new(source: Arc<dyn BitmapSource>, threads: usize) -> ReadAhead {
+        let shared = Arc::new(Shared::default());
+        let queue = (threads > 0).then(|| {
+            let (tx, rx) = channel::<u32>();
+            let rx = Arc::new(Mutex::new(rx));
+            for _ in 0..threads {
+                let (rx, shared, source) = (rx.clone(), shared.clone(), source.clone());
+                std::thread::Builder::new()
+                    .name("mballoc-readahead".into())
+                    .spawn(move || loop {
+                        let next = rx.lock().recv();
+                        let Ok(g) = next else { return };
+                        let r = source.read_bitmap(g);
+                        finish(&shared, g, r);
+                    })
+                    .expect("spawning a readahead thread");
+            }
+            Mutex::new(tx)
+        });
+        ReadAhead {
+            shared,
+            source,
+            queue,
+        }
+    }
+
+    /// Queues a read of `group` unless one is already queued or finished. False = nothing new.
+    pub(crate) fn submit(&self, group: u32) -> bool {
+        {
+            let mut r = self.shared.reads.lock();
+            if r.in_flight.contains(&group) || r.done.contains_key(&group) {
+                return false;
+            }
+            r.in_flight.insert(group);
+        }
+        match &self.queue {
+            Some(q) if q.lock().send(group).is_ok() => {}
+            _ => finish(&self.shared, group, self.source.read_bitmap(group)),
+        }
+        true
+    }
+
+    /// The result of a submitted read of `group`, waiting for it if still in flight.
+    pub(crate) fn take(&self, group: u32) -> Taken {
+        let mut r = self.shared.reads.lock();
+        let mut waited = false;
+        loop {
+            if let Some(done) = r.done.remove(&group) {
+                return Taken::Ready(done, waited);
+            }
+            if !r.in_flight.contains(&group) {
+                return Taken::NotSubmitted;
+            }
+            waited = true;
+            self.shared.finished.wait(&mut r);
+        }
+    }
+}
+
+fn finish(shared: &Shared, group: u32, result: Result<Bitmap, Error>) {
+    let mut r = shared.reads.lock();
+    r.in_flight.remove(&group);
+    r.done.insert(group, result);
+    shared.finished.notify_all();
+}

@@ -1,0 +1,242 @@
+//! Each policy switch of the seeds changes behaviour: every test here runs the same requests
+//! with the switch off and on and fails if the switch makes no difference.
+
+use std::time::Duration;
+
+use mballoc::{Allocator, Flags, Geometry, Policy, Request, SizeClass, Tunables};
+
+const BPG: u64 = 32768;
+
+/// Eight 128 MiB groups of 4 KiB blocks; mb_optimize_scan stays off (fewer than 16 groups), so
+/// every scan is a linear walk from the goal group.
+fn geo() -> Geometry {
+    Geometry::new(4096, BPG as u32, 8 * BPG, 0, 16).unwrap()
+}
+
+fn build(t: Tunables, used: &[(u64, u64)]) -> Allocator {
+    Allocator::builder(geo())
+        .used(used)
+        .tunables(t)
+        .cpus(2)
+        .build()
+        .unwrap()
+}
+
+fn group_of(block: u64) -> u64 {
+    block / BPG
+}
+
+/// Seed 000: with two stream goals, two big files in different slots start their scans from
+/// different groups; with one goal the second file follows the first.
+#[test]
+fn stream_goal_slots_separate_owners() {
+    let land = |goals: u32| {
+        let mut t = Policy::Linux618.tunables(&geo(), 2);
+        t.set("nr_global_goals", &goals.to_string(), &geo())
+            .unwrap();
+        let a = build(t, &[(0, BPG)]); // group 0 full
+                                       // Owner 0 (slot 0) extends an extent in group 5: the merge goal puts it there, and the
+                                       // stream goal of its slot follows.
+        let first = Request::new(0, 2048, 32)
+            .with_i_size(1 << 30)
+            .with_left(2047, 5 * BPG + 100);
+        let x = a.allocate(&first).unwrap();
+        assert_eq!(group_of(x.extent.start), 5);
+        // Owner 1 (slot 1 of 2, slot 0 of 1) has no goal of its own.
+        let second = Request::new(1, 0, 32).with_i_size(1 << 30);
+        group_of(a.allocate(&second).unwrap().extent.start)
+    };
+    assert_eq!(land(1), 5, "one goal: the second stream follows the first");
+    assert_eq!(
+        land(2),
+        1,
+        "two goals: slot 1 starts from its own goal (group 0 → 1)"
+    );
+}
+
+/// Seed 001: a group whose lock another thread holds is skipped with `try_lock_groups`, and
+/// waited for without it.
+#[test]
+fn busy_group_is_skipped_only_with_try_lock() {
+    let small = Request::new(7, 0, 8).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+    for try_lock in [true, false] {
+        let mut t = Policy::Linux618.tunables(&geo(), 2);
+        t.try_lock_groups = try_lock;
+        let a = build(t, &[(0, BPG)]);
+        let got = std::thread::scope(|s| {
+            let hold = a.hold_group_lock(1).unwrap();
+            let h = s.spawn(|| a.allocate(&small).unwrap());
+            if try_lock {
+                // Held for the whole allocation.
+                let x = h.join().unwrap();
+                drop(hold);
+                x
+            } else {
+                // The allocation must wait for group 1; let it reach the lock, then release.
+                std::thread::sleep(Duration::from_millis(50));
+                drop(hold);
+                h.join().unwrap()
+            }
+        });
+        let g = group_of(got.extent.start);
+        if try_lock {
+            assert_eq!(g, 2, "group 1 is busy: skipped");
+            assert!(a.stats().busy_skips >= 1);
+        } else {
+            assert_eq!(g, 1, "without try-lock the scan waits for group 1");
+            assert_eq!(a.stats().busy_skips, 0);
+        }
+    }
+}
+
+/// Seed 002: with size classes, small and large extents go to different groups, a second small
+/// extent joins the small group, and an emptied group loses its class.
+#[test]
+fn size_classes_separate_small_from_large() {
+    let direct = Flags::HINT_DATA | Flags::HINT_NOPREALLOC;
+    for on in [false, true] {
+        let mut t = Policy::Linux618.tunables(&geo(), 2);
+        t.size_classes = on;
+        let a = build(t, &[(0, 300)]);
+        let s1 = a
+            .allocate(&Request::new(1, 0, 8).with_flags(direct))
+            .unwrap();
+        let big = a
+            .allocate(&Request::new(2, 0, 4096).with_flags(direct))
+            .unwrap();
+        let s2 = a
+            .allocate(&Request::new(3, 0, 16).with_flags(direct))
+            .unwrap();
+        let (g1, gb, g2) = (
+            group_of(s1.extent.start),
+            group_of(big.extent.start),
+            group_of(s2.extent.start),
+        );
+        assert_eq!(big.extent.len, 4096);
+        assert_eq!(g1, g2);
+        if !on {
+            assert_eq!(g1, gb, "no classes: everything packs into group 0");
+            assert_eq!(a.group(0).unwrap().size_class, 0);
+            continue;
+        }
+        assert_ne!(g1, gb, "small and large in different groups");
+        let class = |g: u64| SizeClass::from_u8(a.group(g as u32).unwrap().size_class);
+        assert_eq!(class(g1), SizeClass::Small);
+        assert_eq!(class(gb), SizeClass::Large);
+        let st = a.stats();
+        assert_eq!(st.class_claims, 2);
+        assert!(st.class_stage_hits[0] >= 1, "the second small one matched");
+        // Empty the large group: its class resets once the free is committed.
+        a.free(2, big.extent).unwrap();
+        assert_eq!(class(gb), SizeClass::Large, "not before the commit");
+        a.commit().unwrap();
+        assert_eq!(class(gb), SizeClass::None);
+        assert_eq!(a.stats().class_resets, 1);
+    }
+}
+
+/// Seed 002: a metadata request is never classified or filtered.
+#[test]
+fn size_classes_leave_metadata_alone() {
+    let mut t = Policy::Proposed.tunables(&geo(), 2);
+    t.size_classes = true;
+    let a = build(t, &[(0, 300)]);
+    let m = a
+        .allocate(&Request::new(1, 0, 1).with_flags(Flags(0)))
+        .unwrap();
+    assert_eq!(group_of(m.extent.start), 0);
+    assert_eq!(a.group(0).unwrap().size_class, 0);
+    assert_eq!(a.stats().class_claims, 0);
+}
+
+/// Seed 004: a big file being written streams through preallocation windows of
+/// `mb_max_prealloc_kb`.
+#[test]
+fn prealloc_window_follows_mb_max_prealloc_kb() {
+    let pa_len = |kb: &str| {
+        let mut t = Policy::Linux618.tunables(&geo(), 2);
+        t.set("mb_max_prealloc_kb", kb, &geo()).unwrap();
+        let a = build(t, &[(0, 300)]);
+        let x = a
+            .allocate(&Request::new(1, 8192, 32).with_i_size(1 << 30))
+            .unwrap();
+        let pa = x
+            .new_pa
+            .expect("a streaming write makes an inode preallocation");
+        u64::from(pa.len) * 4096
+    };
+    assert_eq!(pa_len("8192"), 8 << 20);
+    assert_eq!(pa_len("32768"), 32 << 20);
+    assert_eq!(
+        Policy::Proposed.tunables(&geo(), 2).mb_max_prealloc_kb,
+        32768
+    );
+}
+
+/// A 64-group filesystem whose first 48 groups are full but for a few scattered blocks: the
+/// first allocations must read many bitmaps.
+fn full_fs(t: Tunables, readers: usize) -> Allocator {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut used = Vec::new();
+    for g in 0..48u64 {
+        for k in 0..8u64 {
+            used.push((g * BPG + k * 4096, 4090));
+        }
+    }
+    Allocator::builder(geo)
+        .used(&used)
+        .tunables(t)
+        .cpus(2)
+        .lazy(true)
+        .prefetch_threads(readers)
+        .build()
+        .unwrap()
+}
+
+fn run_requests(a: &Allocator) {
+    for i in 0..24u64 {
+        let r = Request::new(i, 0, 512).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+        a.allocate(&r).unwrap();
+    }
+    a.check_consistency().unwrap();
+}
+
+/// Seed 003 context: prefetch turns synchronous bitmap reads into background reads.
+#[test]
+fn prefetch_cuts_synchronous_loads() {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut counts = Vec::new();
+    for prefetch in ["0", "64"] {
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.set("mb_prefetch", prefetch, &geo).unwrap();
+        let a = full_fs(t, 2);
+        run_requests(&a);
+        let s = a.stats();
+        counts.push((s.sync_loads, s.prefetch_loads));
+    }
+    let (off, on) = (counts[0], counts[1]);
+    assert_eq!(off.1, 0, "no prefetch reads with mb_prefetch=0");
+    assert!(on.1 > 0, "prefetch read ahead: {on:?}");
+    assert!(on.0 < off.0, "synchronous loads drop: {off:?} → {on:?}");
+}
+
+/// Seed 003: testing the "already read" bit before setting it skips the descriptor work for
+/// groups prefetched before.
+#[test]
+fn prefetch_test_before_set_skips_descriptor_lookups() {
+    let geo = Geometry::ext4_default(8 << 30).unwrap();
+    let mut lookups = Vec::new();
+    for test_first in [false, true] {
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.prefetch_test_before_set = test_first;
+        let a = full_fs(t, 0);
+        run_requests(&a);
+        let s = a.stats();
+        lookups.push((s.prefetch_desc_lookups, s.prefetch_loads));
+    }
+    assert_eq!(lookups[0].1, lookups[1].1, "same reads either way");
+    assert!(
+        lookups[1].0 < lookups[0].0,
+        "fewer descriptor lookups: {lookups:?}"
+    );
+}
