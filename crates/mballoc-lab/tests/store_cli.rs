@@ -35,7 +35,7 @@ fn store_with_group_3_written(dir: &Path) -> std::path::PathBuf {
     // An exact-goal request: a plain one may land in the first group of the flex group, as
     // ext4 skips never-read groups at the cheap criteria.
     let req = Request::new(1, 0, 100)
-        .with_flags(Flags::HINT_TRY_GOAL)
+        .with_flags(Flags::HINT_TRY_GOAL | Flags::HINT_GOAL_ONLY)
         .with_goal(3 * 32768 + 10);
     let e = a.allocate(&req).unwrap().extent;
     assert_eq!(a.geometry().locate(e.start).0, 3);

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use mballoc::store::{FileStore, Store};
+use mballoc::store::FileStore;
 use mballoc::{Allocator, Flags, Geometry, Request};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -30,7 +30,8 @@ fn image_with_group_2_written() -> (Vec<u8>, Extent) {
     let dev = Arc::new(MemDevice::new(FileStore::required_len(&g, opts()).unwrap()));
     let store = FileStore::create_on(dev.clone(), g, &[], opts()).unwrap();
     let a = Allocator::open(store).unwrap();
-    let e = a.allocate(&req(16, 2 * 1024 + 100)).unwrap().extent;
+    let exact = req(16, 2 * 1024 + 100).with_flags(Flags::HINT_TRY_GOAL | Flags::HINT_GOAL_ONLY);
+    let e = a.allocate(&exact).unwrap().extent;
     assert_eq!(a.geometry().locate(e.start).0, 2);
     a.commit().unwrap();
     (dev.to_bytes(), e)

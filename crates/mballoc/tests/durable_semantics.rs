@@ -285,10 +285,8 @@ fn a_failed_fsync_is_retried_through_recovery() {
         assert!(!used_on_disk(&b, e.start) && used_on_disk(&b, f.start));
         assert_eq!(b.free_blocks(), a.free_blocks());
         // Re-allocate the freed extent for the next round.
-        // (An exact-goal request: a plain one would take the first 8-aligned chunk now
-        // that the group's buddy is built, as CR_POWER2_ALIGNED does.)
-        let again = req(8, e.start).with_flags(Flags::HINT_TRY_GOAL);
-        assert_eq!(a.allocate(&again).unwrap().extent, Extent::new(e.start, 8));
+        let exact = req(8, e.start).with_flags(Flags::HINT_TRY_GOAL | Flags::HINT_GOAL_ONLY);
+        assert_eq!(a.allocate(&exact).unwrap().extent, Extent::new(e.start, 8));
         a.commit().unwrap();
         a.free(7, e).unwrap();
     }

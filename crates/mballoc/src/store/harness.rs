@@ -260,7 +260,12 @@ fn exercise(dev: &Arc<MemDevice>, store: FileStore) -> Result<Summary, Violation
         .len();
     summary.corrupt = store.corrupt_groups();
     let before = store.last_commit();
-    let a = Allocator::open(Arc::new(store)).map_err(|e| violation(format!("open: {e}")))?;
+    // Inline bitmap reads: the same run for the same bytes, and no threads per input.
+    let a = Allocator::builder(geo)
+        .store(store)
+        .prefetch_threads(0)
+        .build()
+        .map_err(|e| violation(format!("open: {e}")))?;
     let got = allocate_some(&a, &geo);
     if let Some(first) = got.first() {
         a.free(1, *first)
