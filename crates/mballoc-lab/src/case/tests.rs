@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-/// The stored captures, as CI sees them: `shared/` checked out beside the repository.
+/// The captures stored in the repository.
 fn traces_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/kernel-traces")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernel-cases")
 }
 
 #[test]

@@ -81,10 +81,11 @@ pub fn render(rep: &ReplayReport, show: usize) -> String {
     s
 }
 
-/// `shared/kernel-traces` beside the repository (the checkout's parent holds `shared/`).
+/// The captures stored in the repository (`kernel-cases/`), else `shared/kernel-traces` beside it.
 pub fn default_traces() -> PathBuf {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     [
+        repo.join("kernel-cases"),
         repo.join("../shared/kernel-traces"),
         repo.join("shared/kernel-traces"),
         PathBuf::from("../shared/kernel-traces"),
