@@ -1,6 +1,7 @@
 //! The mballoc lab: everything that drives or observes the allocator (kernel-trace replay,
 //! workloads, metrics, reports). The `mballoc` binary is its command line.
 
+pub mod bench;
 pub mod case;
 pub mod fs;
 pub mod metrics;

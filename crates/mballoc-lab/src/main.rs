@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use cli::args::{CompareArgs, GroupsArgs, ReplayArgs, ReproduceArgs, RunArgs};
 use cli::CliError;
+use mballoc_lab::bench;
 
 /// mballoc: the ext4 multi-block allocator (Linux 6.18) lab.
 #[derive(Parser)]
@@ -32,13 +33,49 @@ enum Cmd {
     Groups(GroupsArgs),
     /// Replay kernel captures and compare every placement with the kernel's.
     Replay(ReplayArgs),
-    // Durable store commands (store_cli.rs).
+    /// Benchmarks: churn against peer allocators, thread scaling, a huge aged filesystem.
+    Bench(BenchArgs),
     /// Create a durable allocator store file: `mkstore PATH --size 1T [--block-size 4K]`.
     Mkstore(store_cli::MkstoreArgs),
     /// A store's geometry, free space, groups and corrupt groups (descriptors only).
     Info(store_cli::InfoArgs),
     /// Verify every checksum and free count of a store; exits non-zero naming each problem.
     Fsck(store_cli::FsckArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// churn, threads, huge or all.
+    #[arg(default_value = "all")]
+    which: bench::cli::Which,
+    /// Runs per system (the median is reported; default 5, 2 with --quick).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Small variants that finish in seconds.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Only the churn systems whose names contain one of these (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
+    let opts = bench::cli::BenchOptions {
+        which: a.which,
+        runs: a.runs,
+        quick: a.quick,
+        only: a.only,
+    };
+    let rep = bench::cli::run(&opts).map_err(|e| CliError::Other(e.to_string()))?;
+    if a.json {
+        let text = serde_json::to_string(&rep).map_err(|e| CliError::Other(e.to_string()))?;
+        cli::emit::outln(&text)
+    } else {
+        cli::emit::out(&rep.render())
+    }
 }
 
 fn dispatch(cmd: Cmd) -> Result<(), CliError> {
@@ -49,6 +86,7 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
         Cmd::List => cli::emit::out(&cli::list::render()),
         Cmd::Groups(a) => cli::replay::cmd_groups(&a),
         Cmd::Replay(a) => cli::replay::cmd_replay(&a),
+        Cmd::Bench(a) => cmd_bench(a),
         Cmd::Mkstore(a) => store_cli::mkstore(&a).map_err(CliError::Other),
         Cmd::Info(a) => store_cli::info(&a).map_err(CliError::Other),
         Cmd::Fsck(a) => store_cli::fsck(&a).map_err(CliError::Other),

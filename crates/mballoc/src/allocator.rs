@@ -9,6 +9,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::bitmap::Bitmap;
 use crate::buddy::Buddy;
+use crate::cache::{GroupCache, EVICTED};
 use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::{state, Group, GroupState, Loaded};
@@ -50,6 +51,8 @@ pub struct Allocator {
     pub(crate) source: Arc<dyn BitmapSource>,
     /// Prefetch reads in flight (`ext4_read_block_bitmap_nowait`).
     pub(crate) readahead: ReadAhead,
+    /// Bound on loaded groups (`Builder::cache_groups`).
+    pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
     /// The durable store and the changes since the last commit (see `durable`).
     pub(crate) durable: Option<crate::durable::Durable>,
@@ -62,6 +65,7 @@ pub struct GroupLockHold<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, Gro
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
 pub struct Builder {
     geo: Geometry,
+    cache: Option<u32>,
     used: Vec<(u64, u64)>,
     tunables: Option<Tunables>,
     cpus: u32,
@@ -86,6 +90,12 @@ impl Builder {
     /// Number of possible CPUs (locality groups, stream goals). Default: this machine's.
     pub fn cpus(mut self, n: u32) -> Self {
         self.cpus = n.max(1);
+        self
+    }
+    /// Keep at most `n` groups' bitmaps in memory (default: no bound); older clean groups are
+    /// dropped and reread from the source when needed again (see the `cache` module).
+    pub fn cache_groups(mut self, n: u32) -> Self {
+        self.cache = Some(n);
         self
     }
     /// Leave group bitmaps unread until first needed (default: read all at build, as the
@@ -164,6 +174,7 @@ impl Builder {
             lock_busy: AtomicU32::new(0),
             stats: Stats::default(),
             readahead: ReadAhead::new(source.clone(), readers),
+            cache: GroupCache::new(self.cache),
             source,
             cpus: self.cpus,
             durable,
@@ -184,6 +195,7 @@ impl Allocator {
     pub fn builder(geo: Geometry) -> Builder {
         Builder {
             geo,
+            cache: None,
             used: Vec::new(),
             tunables: None,
             cpus: possible_cpus(),
@@ -315,14 +327,15 @@ impl Allocator {
             group: g,
             groups: self.geo.group_count(),
         })?;
-        self.load_group(g)?;
-        Ok((grp, grp.lock.lock()))
+        let mut st = grp.lock.lock();
+        self.load_locked(grp, &mut st)?;
+        Ok((grp, st))
     }
 
     /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`).
     pub(crate) fn load_group(&self, g: u32) -> Result<(), Error> {
         let grp = &self.groups[g as usize];
-        if !grp.need_init() {
+        if !grp.has_flag(state::NEED_INIT | EVICTED) {
             return Ok(());
         }
         let mut st = grp.lock.lock();
@@ -373,7 +386,8 @@ impl Allocator {
         crate::stats::bump(&self.stats.buddies_generated);
         let optimize = self.tun.read().mb_optimize_scan;
         self.publish(grp, st, optimize);
-        grp.clear_flag(state::NEED_INIT);
+        grp.clear_flag(state::NEED_INIT | EVICTED);
+        self.note_loaded(grp.no);
         Ok(())
     }
 

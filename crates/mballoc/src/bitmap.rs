@@ -83,6 +83,12 @@ impl Bitmap {
         self.len == 0
     }
 
+    /// The 64-bit word holding bits `[64 * w, 64 * w + 64)`.
+    #[inline]
+    pub fn word(&self, w: u32) -> u64 {
+        self.words[w as usize]
+    }
+
     #[inline]
     pub fn get(&self, bit: u32) -> bool {
         debug_assert!(bit < self.len);

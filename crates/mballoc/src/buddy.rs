@@ -146,81 +146,107 @@ impl Buddy {
     }
 
     /// Order of the maximal free chunk holding the free cluster `c` (`mb_find_order_for_block`).
+    ///
+    /// The buddy is canonical, so that order is the largest `o` for which the aligned `2^o`
+    /// block around `c` is entirely free: the cluster's own bitmap word answers up to order 6,
+    /// the order bitmaps above.
     #[inline]
     fn order_for_block(&self, c: u32) -> u32 {
-        (1..=self.max_order)
-            .find(|&o| {
-                let bm = &self.orders[o as usize];
-                (c >> o) < bm.len() && bm.get(c >> o)
-            })
-            .unwrap_or(0)
+        let free = !self.bitmap.word(c / 64);
+        let bit = c % 64;
+        let mut o = 0;
+        while o < 6 && o < self.max_order {
+            let size = 2u32 << o;
+            let mask = if size == 64 {
+                !0u64
+            } else {
+                ((1u64 << size) - 1) << (bit & !(size - 1))
+            };
+            if free & mask != mask {
+                return o;
+            }
+            o += 1;
+        }
+        while o < self.max_order && !self.orders[o as usize].get(c >> o) {
+            o += 1;
+        }
+        o
+    }
+
+    /// Takes the maximal chunk `[start, start + 2^order)` out of the buddy.
+    #[inline]
+    fn remove_chunk(&mut self, start: u32, order: u32) {
+        self.counters[order as usize] -= 1;
+        if order > 0 {
+            self.orders[order as usize].clear(start >> order);
+        }
+    }
+
+    /// Adds the chunk `[start, start + 2^order)`, merging it with its free buddy as long as
+    /// there is one (`mb_buddy_mark_free`). Its clusters must be clear in the bitmap already.
+    fn insert_merging(&mut self, mut start: u32, mut order: u32) {
+        while order < self.max_order {
+            let buddy = start ^ (1 << order);
+            // An order-0 buddy is a free cluster whose pair (our chunk) was in use, so it is a
+            // chunk of order 0 exactly.
+            let free_chunk = if order == 0 {
+                !self.bitmap.get(buddy)
+            } else {
+                self.orders[order as usize].get(buddy >> order)
+            };
+            if !free_chunk {
+                break;
+            }
+            self.remove_chunk(buddy, order);
+            start = start.min(buddy);
+            order += 1;
+        }
+        self.counters[order as usize] += 1;
+        if order > 0 {
+            self.orders[order as usize].set(start >> order);
+        }
     }
 
     /// The free extent starting at `block`, grown chunk by chunk until it reaches `needed` or
     /// meets a used cluster (`mb_find_extent`). Buddy-granular: it can be longer than `needed`.
     /// Returns 0 if `block` is not free.
+    ///
+    /// Closed form of the kernel's walk: it ends at the first used cluster if one lies within
+    /// `needed`, else at the end of the chunk holding the `needed`-th cluster.
     pub fn find_extent(&self, block: u32, needed: u32) -> u32 {
         if block >= self.group_size || self.bitmap.get(block) {
             return 0;
         }
-        let mut order = self.order_for_block(block);
-        let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
-        let mut idx = block >> order;
-        while needed > len && order <= self.max_order {
-            let max = if order == 0 {
-                self.bitmap.len()
-            } else {
-                self.orders[order as usize].len()
-            };
-            if idx + 1 >= max {
-                break;
-            }
-            let next = (idx + 1) << order;
-            if self.bitmap.get(next) {
-                break;
-            }
-            order = self.order_for_block(next);
-            idx = next >> order;
-            len += 1 << order;
-        }
+        let lim = self.bitmap.len();
+        let last = block.saturating_add(needed.max(1) - 1);
+        let len = if let Some(u) = self
+            .bitmap
+            .find_next_set(block, last.saturating_add(1).min(lim))
+        {
+            u - block
+        } else if last >= lim {
+            lim - block
+        } else {
+            let o = self.order_for_block(last);
+            (last | ((1u32 << o) - 1)) + 1 - block
+        };
         len.min(self.group_size - block)
     }
 
-    /// The maximal free run holding the free cluster `c`.
-    fn run_around(&self, c: u32) -> (u32, u32) {
-        let start = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1);
-        let end = self
-            .bitmap
-            .find_next_set(c, self.group_size)
-            .unwrap_or(self.group_size);
-        (start, end)
-    }
-
-    /// Kernel `mb_mark_used`'s return value: the length still to mark and the order of the
-    /// first chunk that had to be split (`len | order << 16`), or 0 if no chunk was split.
-    fn split_info(&self, mut start: u32, mut len: u32) -> u32 {
-        while len > 0 {
-            let ord = self.order_for_block(start);
-            let size = 1u32 << ord;
-            if start % size == 0 && len >= size {
-                start += size;
-                len -= size;
-                continue;
-            }
-            return len | (ord << 16);
-        }
-        0
-    }
-
     /// Marks `[start, start + len)` used (`mb_mark_used`). Every cluster must be free.
-    /// Returns the kernel's `tail | buddy << 16` value (see [`Buddy::split_info`]).
+    /// Returns the kernel's `tail | buddy << 16` value: the length still to mark and the order
+    /// of the first chunk that had to be split, or 0 if no chunk was split.
+    ///
+    /// Only the chunks overlapping the range change: each is removed and its parts outside the
+    /// range go back as their greedy aligned decomposition (which is maximal, since the
+    /// neighbouring range is now in use), so a small allocation from a large free run costs a
+    /// few chunk operations rather than a walk of the run.
     pub fn mark_used(&mut self, start: u32, len: u32) -> u32 {
         debug_assert!(len > 0 && start + len <= self.group_size);
         debug_assert!(
             self.bitmap.all_clear(start, start + len),
             "mark_used of a used cluster"
         );
-        let ret = self.split_info(start, len);
         let end = start + len;
         let left_free = start > 0 && !self.bitmap.get(start - 1);
         let right_free = end < self.bitmap.len() && !self.bitmap.get(end);
@@ -233,20 +259,33 @@ impl Buddy {
         if self.first_free == start {
             self.first_free += len;
         }
-        let (a, b) = self.run_around(start);
-        self.decompose(a, b - a, false);
+        let mut ret = 0;
+        let mut p = start;
+        while p < end {
+            let order = self.order_for_block(p);
+            let cs = p & !((1u32 << order) - 1);
+            let ce = cs + (1 << order);
+            if ret == 0 && (cs != p || ce > end) {
+                ret = (end - p) | (order << 16);
+            }
+            self.remove_chunk(cs, order);
+            if cs < start {
+                self.decompose(cs, start - cs, true);
+            }
+            if ce > end {
+                self.decompose(end, ce - end, true);
+            }
+            p = ce;
+        }
         self.bitmap.set_range(start, end);
-        if start > a {
-            self.decompose(a, start - a, true);
-        }
-        if b > end {
-            self.decompose(end, b - end, true);
-        }
         ret
     }
 
     /// Frees `[first, first + count)` into the buddy (`mb_free_blocks`). Every cluster must be
     /// in use; callers check (a double free is a caller error, reported before we get here).
+    ///
+    /// The range goes in as its greedy aligned pieces, each merged upward with its free buddy
+    /// (later pieces merge with earlier ones), which yields the canonical buddy.
     pub fn free_blocks(&mut self, first: u32, count: u32) {
         debug_assert!(count > 0 && first + count <= self.group_size);
         debug_assert!(
@@ -261,24 +300,14 @@ impl Buddy {
             (false, false) => self.fragments += 1,
             _ => {}
         }
-        let a = if left_free {
-            self.run_around(first - 1).0
-        } else {
-            first
-        };
-        let b = if right_free {
-            self.run_around(end).1
-        } else {
-            end
-        };
-        if a < first {
-            self.decompose(a, first - a, false);
+        let border = 1u32 << self.max_order;
+        let mut p = first;
+        while p < end {
+            let order = (ffs(p | border) - 1).min(fls(end - p) - 1);
+            self.bitmap.clear_range(p, p + (1 << order));
+            self.insert_merging(p, order);
+            p += 1 << order;
         }
-        if b > end {
-            self.decompose(end, b - end, false);
-        }
-        self.bitmap.clear_range(first, end);
-        self.decompose(a, b - a, true);
         self.free += count;
         self.first_free = self.first_free.min(first);
     }
@@ -302,6 +331,65 @@ impl Buddy {
         self.bitmap
             .find_next_set(from, self.group_size)
             .unwrap_or(self.group_size)
+    }
+
+    /// The first position `>= from` from which at least `len` clusters are free: what the
+    /// complex scan at a cheap criterion would measure next after skipping the shorter runs
+    /// one by one. `None` when no such run is left.
+    ///
+    /// Any free run of at least `len >= 2^(k+1) - 1` clusters holds an aligned chunk of order
+    /// `k` or more, so the buddy's order bitmaps (1/2^k the size of the cluster bitmap) find
+    /// the candidate runs without visiting the short ones.
+    pub fn next_fit(&self, from: u32, len: u32) -> Option<u32> {
+        let mut i = from;
+        if i < self.group_size && !self.bitmap.get(i) {
+            match self.free_for(i, len) {
+                Ok(()) => return Some(i),
+                Err(used) => i = used,
+            }
+        }
+        let k = (fls(len.saturating_add(1)) - 1).saturating_sub(1);
+        loop {
+            let c = self.next_chunk(i, k)?;
+            // The run's start lies less than 2^(k+1) before `c` (only smaller chunks precede
+            // the first chunk of order ≥ k in a run), so this look back is short.
+            let a = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1).max(i);
+            match self.free_for(a, len) {
+                Ok(()) => return Some(a),
+                Err(used) => i = used,
+            }
+        }
+    }
+
+    /// Whether `len` clusters are free from the free cluster `a`; if not, the first cluster
+    /// after `a` in use (or the group end). Looks at no more than `len` clusters.
+    #[inline]
+    fn free_for(&self, a: u32, len: u32) -> Result<(), u32> {
+        let end = a.saturating_add(len);
+        if end > self.group_size {
+            return Err(self.next_used(a));
+        }
+        match self.bitmap.find_next_set(a, end) {
+            None => Ok(()),
+            Some(u) => Err(u),
+        }
+    }
+
+    /// Start of the lowest free chunk of order `>= k` starting at or after `from`.
+    fn next_chunk(&self, from: u32, k: u32) -> Option<u32> {
+        if k == 0 {
+            return self.next_free(from);
+        }
+        let mut best = self.group_size;
+        for o in k..=self.max_order {
+            let bm = &self.orders[o as usize];
+            let lo = from.div_ceil(1 << o);
+            let hi = best.div_ceil(1 << o).min(bm.len());
+            if let Some(j) = bm.find_next_set(lo, hi) {
+                best = best.min(j << o);
+            }
+        }
+        (best < self.group_size).then_some(best)
     }
 
     /// Checks every derived value against a regeneration from the bitmap (test support).
@@ -385,8 +473,73 @@ mod tests {
         b.check(12).unwrap();
     }
 
+    /// The kernel's chunk-by-chunk `mb_find_extent`, as a reference for the closed form.
+    fn find_extent_walk(b: &Buddy, block: u32, needed: u32) -> u32 {
+        if block >= b.group_size || b.bitmap.get(block) {
+            return 0;
+        }
+        let order_at = |c: u32| {
+            (1..=b.max_order)
+                .find(|&o| b.orders[o as usize].get(c >> o))
+                .unwrap_or(0)
+        };
+        let mut order = order_at(block);
+        let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
+        let mut idx = block >> order;
+        while needed > len {
+            let max = if order == 0 {
+                b.bitmap.len()
+            } else {
+                b.orders[order as usize].len()
+            };
+            if idx + 1 >= max {
+                break;
+            }
+            let next = (idx + 1) << order;
+            if b.bitmap.get(next) {
+                break;
+            }
+            order = order_at(next);
+            idx = next >> order;
+            len += 1 << order;
+        }
+        len.min(b.group_size - block)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn find_extent_matches_kernel_walk(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..40), probes in proptest::collection::vec((0u32..4096, 1u32..5000), 1..40)) {
+            let mut bm = Bitmap::new(4096);
+            for (s, l) in used {
+                bm.set_range(s, (s + l).min(4096));
+            }
+            let b = Buddy::generate(&bm, 4000, 4000, 9);
+            for (block, needed) in probes {
+                prop_assert_eq!(b.find_extent(block, needed), find_extent_walk(&b, block, needed), "block {} needed {}", block, needed);
+            }
+        }
+
+        #[test]
+        fn next_fit_matches_run_walk(used in proptest::collection::vec((0u32..4096, 1u32..200), 0..80), from in 0u32..4096, len in 1u32..600) {
+            let mut bm = Bitmap::new(4096);
+            for (s, l) in used {
+                bm.set_range(s, (s + l).min(4096));
+            }
+            let b = Buddy::generate(&bm, 4096, 4096, 9);
+            // The walk of the complex scan: from `from`, skip free runs shorter than `len`.
+            let mut i = from;
+            let naive = loop {
+                let Some(s) = b.next_free(i) else { break None };
+                let j = b.next_used(s);
+                if j - s >= len {
+                    break Some(s);
+                }
+                i = j;
+            };
+            prop_assert_eq!(b.next_fit(from, len), naive);
+        }
+
         #[test]
         fn incremental_matches_regeneration(ops in proptest::collection::vec((0u32..4096, 1u32..300, any::<bool>()), 1..60)) {
             let mut used = Bitmap::new(4096);

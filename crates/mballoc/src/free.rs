@@ -48,7 +48,9 @@ impl Allocator {
             .iter()
             .map(|c| self.lock_group(&self.groups[c.group as usize]))
             .collect();
-        for (c, st) in chunks.iter().zip(&guards) {
+        for (c, st) in chunks.iter().zip(guards.iter_mut()) {
+            // The group cache may have dropped a clean group since `load_group`.
+            self.load_locked(&self.groups[c.group as usize], st)?;
             let l = st.loaded.as_ref().expect("loaded above");
             if let Some(bad) = l.disk.find_next_zero(c.start, c.start + c.len) {
                 return Err(Error::NotAllocated {

@@ -9,6 +9,7 @@
 mod allocator;
 pub mod bitmap;
 pub mod buddy;
+mod cache;
 mod context;
 mod corrupt;
 mod criteria;

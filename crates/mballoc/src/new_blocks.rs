@@ -46,10 +46,15 @@ impl Allocator {
         let group_alloc = group_or_file(&mut ctx, &self.geo, self.fs_is_busy());
 
         // i_data_sem for the owner's PAs, lg_mutex for the locality group.
-        let owner_arc = ctx
-            .flags
-            .contains(Flags::HINT_DATA)
-            .then(|| self.owners.get_or_create(req.owner));
+        // A request that can create no inode PA (HINT_NOPREALLOC: not normalised) only needs
+        // the owner's existing PAs, if any: no entry is created (and dropped) for it.
+        let owner_arc = if !ctx.flags.contains(Flags::HINT_DATA) {
+            None
+        } else if ctx.flags.contains(Flags::HINT_NOPREALLOC) {
+            self.owners.get(req.owner)
+        } else {
+            Some(self.owners.get_or_create(req.owner))
+        };
         let mut owner = owner_arc.as_ref().map(|a| a.lock());
         let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
         let result = self.new_blocks(&mut ctx, owner.as_deref_mut(), lg.as_deref_mut());

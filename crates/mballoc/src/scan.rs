@@ -249,18 +249,19 @@ impl Allocator {
         let mut i = l.buddy.first_free();
         while free > 0 && ctx.status == Status::Continue {
             let Some(l) = st.loaded.as_ref() else { return };
-            let Some(s) = l.buddy.next_free(i) else {
-                grp.set_flag(state::BBITMAP_CORRUPT);
-                break;
-            };
-            i = s;
             if !ctx.cr.expensive() {
-                let j = l.buddy.next_used(i);
-                if j - i < ctx.g_ex.len {
-                    free = free.saturating_sub(j - i);
-                    i = j;
-                    continue;
+                // Runs shorter than the goal are skipped unmeasured (the kernel walks them one
+                // by one); `next_fit` finds the next long-enough run from the buddy orders.
+                match l.buddy.next_fit(i, ctx.g_ex.len) {
+                    Some(s) => i = s,
+                    None => break,
                 }
+            } else {
+                let Some(s) = l.buddy.next_free(i) else {
+                    grp.set_flag(state::BBITMAP_CORRUPT);
+                    break;
+                };
+                i = s;
             }
             let len = l.buddy.find_extent(i, ctx.g_ex.len);
             if len == 0 || free < len {
@@ -395,7 +396,7 @@ impl Allocator {
         let ex = ctx.b_ex;
         let grp = &self.groups[ex.group as usize];
         let mut st = self.lock_group(grp);
-        if grp.is_corrupt() {
+        if grp.is_corrupt() || self.load_locked(grp, &mut st).is_err() {
             return;
         }
         let Some(l) = st.loaded.as_ref() else { return };

@@ -14,13 +14,20 @@ pub trait BitmapSource: Send + Sync {
     fn descriptor_free(&self, group: u32) -> u32;
     /// Reads a group's bitmap (bit set = in use), `blocks_per_group` bits.
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error>;
+    /// Stores a group's on-disk bitmap so that a later `read_bitmap` returns it (the group
+    /// cache writes a changed group back before dropping it). `Ok(false)`: this source keeps
+    /// no writes, and such groups stay loaded.
+    fn write_bitmap(&self, group: u32, bitmap: &Bitmap) -> Result<bool, Error> {
+        let _ = (group, bitmap);
+        Ok(false)
+    }
 }
 
 /// The built-in in-memory device: used ranges per group, with an optional cost charged per
 /// bitmap read so that lazy loading and prefetch can be measured without a disk.
 pub struct MemSource {
     geo: Geometry,
-    used: Vec<Vec<(u32, u32)>>,
+    used: Vec<parking_lot::RwLock<Vec<(u32, u32)>>>,
     load_cost: Duration,
 }
 
@@ -53,7 +60,10 @@ impl MemSource {
         }
         Ok(MemSource {
             geo,
-            used: per_group,
+            used: per_group
+                .into_iter()
+                .map(parking_lot::RwLock::new)
+                .collect(),
             load_cost: Duration::ZERO,
         })
     }
@@ -67,7 +77,7 @@ impl MemSource {
     fn bitmap(&self, group: u32) -> Bitmap {
         let mut b = Bitmap::new(self.geo.blocks_per_group());
         b.set_range(self.geo.group_len(group), self.geo.blocks_per_group());
-        for &(s, l) in &self.used[group as usize] {
+        for &(s, l) in self.used[group as usize].read().iter() {
             b.set_range(s, s + l);
         }
         b
@@ -86,5 +96,10 @@ impl BitmapSource for MemSource {
             std::thread::sleep(self.load_cost);
         }
         Ok(self.bitmap(group))
+    }
+    fn write_bitmap(&self, group: u32, bitmap: &Bitmap) -> Result<bool, Error> {
+        let len = self.geo.group_len(group).min(bitmap.len());
+        *self.used[group as usize].write() = bitmap.one_runs(0, len).collect();
+        Ok(true)
     }
 }

@@ -33,6 +33,8 @@ pub struct Stats {
     pub sync_loads: AtomicU64,
     /// Loads that found their prefetch read still in flight and waited for it.
     pub prefetch_waits: AtomicU64,
+    /// Groups whose bitmaps the group cache dropped.
+    pub evictions: AtomicU64,
     pub prefetch_ios: AtomicU64,
     pub prefetch_desc_lookups: AtomicU64,
     pub preallocated: AtomicU64,
@@ -77,6 +79,7 @@ pub struct StatsSnapshot {
     pub sync_loads: u64,
     /// Loads that found their prefetch read still in flight and waited for it.
     pub prefetch_waits: u64,
+    pub evictions: u64,
     pub prefetch_ios: u64,
     pub prefetch_desc_lookups: u64,
     pub preallocated: u64,
@@ -125,6 +128,7 @@ impl Stats {
             prefetch_loads: l(&self.prefetch_loads),
             sync_loads: l(&self.sync_loads),
             prefetch_waits: l(&self.prefetch_waits),
+            evictions: l(&self.evictions),
             prefetch_ios: l(&self.prefetch_ios),
             prefetch_desc_lookups: l(&self.prefetch_desc_lookups),
             preallocated: l(&self.preallocated),
@@ -194,9 +198,8 @@ impl StatsSnapshot {
         let _ = writeln!(s, "\tprefetch_loads: {}", self.prefetch_loads);
         let _ = writeln!(s, "\tsync_loads: {}", self.sync_loads);
         let _ = writeln!(s, "\tprefetch_waits: {}", self.prefetch_waits);
+        let _ = writeln!(s, "\tcache_evictions: {}", self.evictions);
         let _ = writeln!(s, "\tbusy_group_skips: {}", self.busy_skips);
-        let _ = writeln!(s, "\tcorrupt_groups: {}", self.corrupt_groups);
-        let _ = writeln!(s, "\tcommit_failures: {}", self.commit_failures);
         let h = &self.class_stage_hits;
         if h.iter().sum::<u64>() > 0 || self.class_claims > 0 {
             let _ = writeln!(
@@ -210,6 +213,8 @@ impl StatsSnapshot {
                 self.class_claims, self.class_resets, self.class_skips, self.class_forced
             );
         }
+        let _ = writeln!(s, "\tcorrupt_groups: {}", self.corrupt_groups);
+        let _ = writeln!(s, "\tcommit_failures: {}", self.commit_failures);
         s
     }
 }

@@ -25,6 +25,10 @@ pub enum FsError {
         source: mballoc::Error,
     },
 
+    /// A journal commit failed (only a durable store can fail one).
+    #[error("journal commit failed: {0}")]
+    Commit(#[from] mballoc::Error),
+
     /// A byte range that does not fit ext4's 2^32 logical blocks.
     #[error("inode {ino}: byte range [{offset}, +{len}) is beyond ext4's 2^32 - 1 logical blocks")]
     RangeTooLarge { ino: u64, offset: u64, len: u64 },

@@ -34,18 +34,19 @@ impl Journal {
     }
 
     /// Counts one operation; commits when the interval is reached.
-    pub fn tick(&self, alloc: &Allocator) {
+    pub fn tick(&self, alloc: &Allocator) -> Result<(), mballoc::Error> {
         let n = self.ops.fetch_add(1, Ordering::Relaxed) + 1;
         if n.checked_rem(self.every) == Some(0) {
-            self.commit(alloc);
+            self.commit(alloc)?;
         }
+        Ok(())
     }
 
     /// Commits now.
-    pub fn commit(&self, alloc: &Allocator) {
-        // The lab's allocators have no durable store, so a commit cannot fail.
-        let _ = alloc.commit();
+    pub fn commit(&self, alloc: &Allocator) -> Result<(), mballoc::Error> {
+        alloc.commit()?;
         self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// File operations counted so far.

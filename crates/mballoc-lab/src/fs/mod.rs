@@ -113,8 +113,9 @@ impl Fs {
     }
 
     /// Commits the running transaction now (syncfs).
-    pub fn commit(&self) {
-        self.journal.commit(&self.alloc);
+    pub fn commit(&self) -> Result<(), FsError> {
+        self.journal.commit(&self.alloc)?;
+        Ok(())
     }
 }
 

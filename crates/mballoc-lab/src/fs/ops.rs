@@ -82,7 +82,7 @@ impl Task<'_> {
         if let (Ok(()), Some(n)) = (&result, new_size) {
             f.size = f.size.max(n);
         }
-        self.fs.journal.tick(&self.fs.alloc);
+        self.fs.journal.tick(&self.fs.alloc)?;
         result
     }
 
@@ -118,9 +118,9 @@ impl Task<'_> {
             f.dirty.remove(&s);
         }
         if had_dirty {
-            self.fs.journal.commit(&self.fs.alloc);
+            self.fs.journal.commit(&self.fs.alloc)?;
         }
-        self.fs.journal.tick(&self.fs.alloc);
+        self.fs.journal.tick(&self.fs.alloc)?;
         result
     }
 
@@ -142,7 +142,7 @@ impl Task<'_> {
         if result.is_ok() {
             f.size = f.size.max(offset + len);
         }
-        self.fs.journal.tick(&self.fs.alloc);
+        self.fs.journal.tick(&self.fs.alloc)?;
         result
     }
 
@@ -156,7 +156,7 @@ impl Task<'_> {
         let freed = f.map.truncate(keep);
         f.size = new_size;
         let result = self.free_extents(f.ino, &freed);
-        self.fs.journal.tick(&self.fs.alloc);
+        self.fs.journal.tick(&self.fs.alloc)?;
         result
     }
 
@@ -239,7 +239,7 @@ impl Task<'_> {
                 Err(Error::NoSpace { .. }) if !retried => {
                     // ext4_should_retry_alloc: wait for the running transaction, try again.
                     self.rec.enospc_commits += 1;
-                    self.fs.journal.commit(&self.fs.alloc);
+                    self.fs.journal.commit(&self.fs.alloc)?;
                     retried = true;
                 }
                 Err(Error::NoSpace { free, pending, .. }) => {

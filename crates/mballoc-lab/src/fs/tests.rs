@@ -160,7 +160,7 @@ fn truncate_frees_after_commit_and_drops_preallocations() {
     assert_eq!(a.free_blocks(), free_before + 156);
     assert_eq!(a.pending_blocks(), 156, "reusable only after the commit");
     assert!(a.preallocations().iter().all(|&(o, _)| o != f.ino));
-    fs.commit();
+    fs.commit().unwrap();
     assert_eq!(a.pending_blocks(), 0);
     t.unlink(f).unwrap();
     assert_eq!(t.rec.blocks_freed, 256);

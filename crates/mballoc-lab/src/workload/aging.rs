@@ -213,7 +213,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     };
     let t0 = Instant::now();
     let aged = age(&env.fs, &plan, cfg.seed, progress)?;
-    env.fs.commit();
+    env.fs.commit()?;
     let elapsed = t0.elapsed().as_secs_f64();
     let ops = aged.created + aged.deleted;
     let mut out = Output::new(aged.rec, aged.files, ops, 1, elapsed);

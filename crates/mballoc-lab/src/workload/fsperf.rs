@@ -324,7 +324,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     progress.start(&cfg.workload, suite.planned_ops());
     let t0 = Instant::now();
     let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
-    env.fs.commit();
+    env.fs.commit()?;
     progress.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     let mut out = Output::new(done.rec, done.files, done.ops, n_jobs, elapsed);

@@ -250,7 +250,7 @@ pub struct Outcome {
 pub fn run_detailed(cfg: &RunConfig, progress: &dyn Progress) -> Result<Outcome, LabError> {
     let (runner, _) = lookup(&cfg.workload).ok_or_else(|| unknown(&cfg.workload))?;
     let (env, out) = runner(cfg, progress)?;
-    env.fs.commit();
+    env.fs.commit()?;
     let files = out.files.clone();
     let mut result = measure::finish(&env, out)?;
     result.settings = cfg.settings.clone();

@@ -134,7 +134,7 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         let plan = aging::AgingPlan::starting_state(u, env.cfg.quick);
         let aged = aging::age(&env.fs, &plan, env.cfg.seed, progress)?;
         env.aged_files = aged.files;
-        env.fs.commit();
+        env.fs.commit()?;
         env.remount(&aged.rec.touched, lazy)?;
     }
     Ok(env)

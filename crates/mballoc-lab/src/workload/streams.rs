@@ -85,7 +85,7 @@ fn run_streams(
     progress.start(&cfg.workload, writers * count);
     let t0 = Instant::now();
     let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
-    env.fs.commit();
+    env.fs.commit()?;
     progress.finish();
     let elapsed = t0.elapsed().as_secs_f64();
     let mut out = Output::new(done.rec, done.files, done.ops, writers as u32, elapsed);
