@@ -227,13 +227,19 @@ impl Allocator {
             Some(c) => append(c, fresh),
             None => fresh,
         };
+        self.send(d, &mut cs, batch)?;
+        Ok(tid)
+    }
+
+    /// One store commit of `batch`; on failure the batch is kept for [`Durable::settle`].
+    fn send(&self, d: &Durable, cs: &mut CommitState, batch: Commit) -> Result<(), Error> {
         if batch.is_empty() {
-            return Ok(tid);
+            return Ok(());
         }
         match d.store.commit(&batch) {
             Ok(id) => {
                 cs.durable = id.0;
-                Ok(tid)
+                Ok(())
             }
             Err(cause) => {
                 cs.failed = Some(batch);

@@ -187,15 +187,27 @@ struct World {
     dev: Arc<FaultDevice>,
     store: Arc<FileStore>,
     a: Allocator,
+    cache: bool,
 }
 
-fn boot(image: Vec<u8>) -> Result<World, TestCaseError> {
+/// Opens the allocator on `image`; `cache`: keep at most 2 groups loaded, so that clean
+/// groups are dropped and read back from the store all the time.
+fn boot(image: Vec<u8>, cache: bool) -> Result<World, TestCaseError> {
     let dev = Arc::new(FaultDevice::new(image));
     let store = Arc::new(
         FileStore::open_on(dev.clone()).map_err(|e| TestCaseError::fail(format!("open: {e}")))?,
     );
-    let a = Allocator::open(store.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    Ok(World { dev, store, a })
+    let mut b = Allocator::builder(store.geometry()).store(store.clone());
+    if cache {
+        b = b.cache_groups(2);
+    }
+    let a = b.build().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    Ok(World {
+        dev,
+        store,
+        a,
+        cache,
+    })
 }
 
 /// The allocator's on-disk view, block by block.
@@ -238,7 +250,7 @@ fn check(w: &World, m: &Model) -> Result<(), TestCaseError> {
 /// Crash now, reopen, and check the state is the one the store says it committed last.
 fn crash(w: &mut World, m: &mut Model, mode: CrashMode) -> Result<(), TestCaseError> {
     let image = w.dev.crash(mode);
-    *w = boot(image)?;
+    *w = boot(image, w.cache)?;
     let id = w.store.last_commit().0;
     m.reopened(id, &disk_state(w)?)?;
     let problems = w
@@ -332,9 +344,9 @@ fn free(w: &World, m: &mut Model, pick: usize, trim: u32) -> Result<(), TestCase
     Ok(())
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, cache: bool) -> Result<(), TestCaseError> {
     let geo = geometry();
-    let mut w = boot(fresh_image())?;
+    let mut w = boot(fresh_image(), cache)?;
     let mut m = Model::new(20, geo.blocks_count());
     for op in &ops {
         match op {
@@ -367,7 +379,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
-    fn durable_allocator_matches_the_model(ops in prop::collection::vec(op(), 1..60)) {
-        run(ops)?;
+    fn durable_allocator_matches_the_model(
+        ops in prop::collection::vec(op(), 1..60),
+        cache in any::<bool>(),
+    ) {
+        run(ops, cache)?;
     }
 }
