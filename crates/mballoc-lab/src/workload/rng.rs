@@ -39,6 +39,11 @@ impl Rng {
         lo + self.below(hi.saturating_sub(lo) + 1)
     }
 
+    /// Uniform in `[lo, hi]` for block counts.
+    pub fn range_inclusive(&mut self, lo: u32, hi: u32) -> u32 {
+        self.range(u64::from(lo), u64::from(hi)) as u32
+    }
+
     /// Uniform in `[0, 1)`.
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
