@@ -253,9 +253,12 @@ const SEED_004: Experiment = Experiment {
     switch: "mb_max_prealloc_kb",
     base: "8192",
     improved: Some("32768"),
+    // One task writing both streams in strict turns: the two files interleave chunk by chunk as
+    // the seed's concurrent dd runs do, deterministically (with 2 threads on 2 busy cores the
+    // streams hardly overlap in time).
     cases: &[sized(
         "seed004",
-        2,
+        1,
         &[
             quoted("median_extent_kb", "8 MiB -> 32 MiB extents"),
             row("avg_extent_kb"),
