@@ -86,10 +86,7 @@ impl Allocator {
         for stage in [Stage::Match, Stage::Unset, Stage::Empty] {
             ctx.stage = Some(stage);
             ctx.cr = first_cr;
-            ctx.cr_done = false;
-            ctx.status = Status::Continue;
-            ctx.found = 0;
-            ctx.b_ex = Ex::default();
+            restart(ctx);
             self.run_criteria(ctx)?;
             if ctx.status == Status::Found {
                 ctx.stage = None;
@@ -99,10 +96,7 @@ impl Allocator {
         }
         // Nothing of full length in a fitting group: the kernel's loop over every group.
         ctx.stage = None;
-        ctx.cr_done = false;
-        ctx.status = Status::Continue;
-        ctx.found = 0;
-        ctx.b_ex = Ex::default();
+        restart(ctx);
         Ok(false)
     }
 
@@ -388,6 +382,14 @@ impl Allocator {
             }
         }
     }
+}
+
+/// A fresh search: what one stage found (and failed to use) does not carry into the next.
+fn restart(ctx: &mut Ctx) {
+    ctx.cr_done = false;
+    ctx.status = Status::Continue;
+    ctx.found = 0;
+    ctx.b_ex = Ex::default();
 }
 
 /// `[start, end)` then, if `start > 0`, `[0, start)`.

@@ -20,6 +20,7 @@ use mballoc_lab::workload::RunResult;
 use serde::Serialize;
 
 use super::error::CliError;
+use super::output::IDENTITY;
 
 /// Writes every file of the table above into `dir` (created if missing); returns the paths.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliError> {
@@ -68,16 +69,7 @@ fn clean(s: &str) -> String {
 /// `scalars.csv`: one row per run — the file stem, the run's identity, then every scalar
 /// metric any run has (alphabetical; empty where a run lacks it).
 fn scalars_csv(runs: &[RunResult]) -> String {
-    let ident = [
-        "run",
-        "workload",
-        "policy",
-        "settings",
-        "threads",
-        "fs_size",
-        "seed",
-        "elapsed_s",
-    ];
+    let ident: Vec<&str> = std::iter::once("run").chain(IDENTITY).collect();
     // A scalar named like an identity column would make the header ambiguous; identity wins.
     let mut names: Vec<&str> = runs
         .iter()

@@ -22,7 +22,7 @@ use super::parse::fmt_size;
 pub struct JsonRun<'a>(pub &'a RunResult);
 
 /// The identity keys, which a same-named scalar may not shadow.
-const IDENTITY: [&str; 7] = [
+pub(crate) const IDENTITY: [&str; 7] = [
     "workload",
     "policy",
     "settings",
