@@ -1,28 +1,37 @@
-//! The buddy of one group: the in-core order-0 bitmap plus one bitmap per order 1..=bsbits+1
-//! marking the maximal free aligned chunks, and the per-group counters derived from them.
+//! The buddy of one group: the in-core order-0 bitmap, the free runs it holds, and the
+//! per-order chunk counters of the buddy system derived from them.
 //!
 //! Kernel counterparts: `ext4_mb_generate_buddy`, `ext4_mb_mark_free_simple`,
 //! `mb_find_order_for_block`, `mb_find_extent`, `mb_mark_used`, `mb_free_blocks`.
 //!
 //! The kernel keeps the buddy *canonical*: every free cluster belongs to exactly one maximal
-//! aligned power-of-two chunk, which is the greedy aligned decomposition of its free run. We
-//! rely on that: marking used or freeing removes the decomposition of the affected free runs and
-//! inserts the decomposition of the new ones, which yields the same bits and counters as the
-//! kernel's split/coalesce walks (checked against a from-scratch regeneration in tests).
+//! aligned power-of-two chunk, the greedy aligned decomposition of its free run. So the buddy
+//! is a function of the free runs alone, and we keep those instead of the kernel's per-order
+//! bitmaps: a sorted list of runs answers every question the scans ask (the chunk holding a
+//! cluster, the next run long enough for a goal, the lowest chunk of an order) with one binary
+//! search, and an allocation or a free edits one or two runs and re-counts their chunks.
+//! Counters, chunk orders and `mb_find_extent` results are exactly the kernel's (checked
+//! against a chunk-by-chunk walk and a from-scratch regeneration in the tests).
 
 use crate::bitmap::Bitmap;
 
 /// Orders supported: block sizes up to 64 KiB give orders 0..=17.
 pub const MAX_ORDERS: usize = 18;
 
+/// A maximal run of free clusters `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    start: u32,
+    end: u32,
+}
+
 #[derive(Clone, Debug)]
 pub struct Buddy {
     /// Order 0: bit set = cluster unavailable (used, preallocated, freed but not committed, or
     /// beyond the end of the group). Length `8 * block_size` like `s_mb_maxs[0]`.
     bitmap: Bitmap,
-    /// `orders[i]`, i ≥ 1: bit j set = clusters `[j << i, (j + 1) << i)` are a maximal free
-    /// chunk. (The kernel stores the inverse: 0 = free chunk.)
-    orders: Vec<Bitmap>,
+    /// The free runs of `bitmap` below `group_size`, in address order, never adjacent.
+    runs: Vec<Run>,
     counters: [u32; MAX_ORDERS],
     /// Clusters per group (`EXT4_CLUSTERS_PER_GROUP`): the bound of scans.
     group_size: u32,
@@ -38,13 +47,26 @@ pub fn fls(x: u32) -> u32 {
     32 - x.leading_zeros()
 }
 
-/// `ffs`: 1-based index of the least significant set bit, 0 for 0.
-#[inline]
-fn ffs(x: u32) -> u32 {
-    if x == 0 {
-        0
-    } else {
-        x.trailing_zeros() + 1
+/// The greedy aligned decomposition of a free run (`ext4_mb_mark_free_simple`): its maximal
+/// chunks as `(start, order)`, in address order.
+struct Chunks {
+    at: u32,
+    end: u32,
+    max_order: u32,
+}
+
+impl Iterator for Chunks {
+    type Item = (u32, u32);
+    #[inline]
+    fn next(&mut self) -> Option<(u32, u32)> {
+        if self.at >= self.end {
+            return None;
+        }
+        let align = self.at.trailing_zeros().min(self.max_order);
+        let order = align.min(fls(self.end - self.at) - 1);
+        let c = (self.at, order);
+        self.at += 1 << order;
+        Some(c)
     }
 }
 
@@ -60,26 +82,30 @@ impl Buddy {
         for (s, l) in in_use.one_runs(0, valid.min(in_use.len())) {
             bitmap.set_range(s, s + l);
         }
-        let max_order = bsbits + 1;
-        let orders = (0..=max_order)
-            .map(|i| Bitmap::new(if i == 0 { 0 } else { bits >> i }))
-            .collect();
         let mut b = Buddy {
             bitmap,
-            orders,
+            runs: Vec::new(),
             counters: [0; MAX_ORDERS],
             group_size,
-            max_order,
+            max_order: bsbits + 1,
             free: 0,
             fragments: 0,
             first_free: group_size,
         };
-        let runs: Vec<(u32, u32)> = b.bitmap.zero_runs(0, group_size).collect();
-        for (s, l) in runs {
-            b.first_free = b.first_free.min(s);
+        b.runs = b
+            .bitmap
+            .zero_runs(0, group_size)
+            .map(|(s, l)| Run {
+                start: s,
+                end: s + l,
+            })
+            .collect();
+        for i in 0..b.runs.len() {
+            let r = b.runs[i];
+            b.first_free = b.first_free.min(r.start);
             b.fragments += 1;
-            b.free += l;
-            b.decompose(s, l, true);
+            b.free += r.end - r.start;
+            b.count(r, true);
         }
         b
     }
@@ -120,162 +146,120 @@ impl Buddy {
         c < self.group_size && !self.bitmap.get(c)
     }
 
-    /// Greedy aligned decomposition of the free run `[first, first + len)`
-    /// (`ext4_mb_mark_free_simple`), adding (`add`) or removing its chunks.
-    fn decompose(&mut self, mut first: u32, mut len: u32, add: bool) {
-        let border = 2u32 << (self.max_order - 1);
-        while len > 0 {
-            let max = ffs(first | border) - 1;
-            let order = max.min(fls(len) - 1);
-            if add {
-                self.counters[order as usize] += 1;
-            } else {
-                self.counters[order as usize] -= 1;
-            }
-            if order > 0 {
-                let bm = &mut self.orders[order as usize];
-                if add {
-                    bm.set(first >> order);
-                } else {
-                    bm.clear(first >> order);
-                }
-            }
-            first += 1 << order;
-            len -= 1 << order;
+    #[inline]
+    fn chunks(&self, r: Run) -> Chunks {
+        Chunks {
+            at: r.start,
+            end: r.end,
+            max_order: self.max_order,
         }
     }
 
-    /// Order of the maximal free chunk holding the free cluster `c` (`mb_find_order_for_block`).
-    ///
-    /// The buddy is canonical, so that order is the largest `o` for which the aligned `2^o`
-    /// block around `c` is entirely free: the cluster's own bitmap word answers up to order 6,
-    /// the order bitmaps above.
+    /// Adds (`add`) or removes the chunks of the free run `r` to or from the counters.
     #[inline]
-    fn order_for_block(&self, c: u32) -> u32 {
-        let free = !self.bitmap.word(c / 64);
-        let bit = c % 64;
-        let mut o = 0;
-        while o < 6 && o < self.max_order {
-            let size = 2u32 << o;
-            let mask = if size == 64 {
-                !0u64
-            } else {
-                ((1u64 << size) - 1) << (bit & !(size - 1))
-            };
-            if free & mask != mask {
-                return o;
-            }
-            o += 1;
+    fn count(&mut self, r: Run, add: bool) {
+        for (_, order) in self.chunks(r) {
+            let c = &mut self.counters[order as usize];
+            *c = if add { *c + 1 } else { *c - 1 };
         }
-        while o < self.max_order && !self.orders[o as usize].get(c >> o) {
+    }
+
+    /// Index of the first run ending after `c` (the run holding `c`, or the next one).
+    #[inline]
+    fn run_from(&self, c: u32) -> usize {
+        self.runs.partition_point(|r| r.end <= c)
+    }
+
+    /// The run holding the cluster `c`, if it is free.
+    #[inline]
+    fn run_at(&self, c: u32) -> Option<(usize, Run)> {
+        let i = self.run_from(c);
+        self.runs.get(i).filter(|r| r.start <= c).map(|&r| (i, r))
+    }
+
+    /// Order of the maximal chunk holding the free cluster `c` of run `r`
+    /// (`mb_find_order_for_block`): the largest aligned block around `c` inside the run.
+    #[inline]
+    fn order_in(&self, r: Run, c: u32) -> u32 {
+        let mut o = 0;
+        while o < self.max_order {
+            let size = 2u32 << o;
+            let s = c & !(size - 1);
+            if s < r.start || s + size > r.end {
+                break;
+            }
             o += 1;
         }
         o
-    }
-
-    /// Takes the maximal chunk `[start, start + 2^order)` out of the buddy.
-    #[inline]
-    fn remove_chunk(&mut self, start: u32, order: u32) {
-        self.counters[order as usize] -= 1;
-        if order > 0 {
-            self.orders[order as usize].clear(start >> order);
-        }
-    }
-
-    /// Adds the chunk `[start, start + 2^order)`, merging it with its free buddy as long as
-    /// there is one (`mb_buddy_mark_free`). Its clusters must be clear in the bitmap already.
-    fn insert_merging(&mut self, mut start: u32, mut order: u32) {
-        while order < self.max_order {
-            let buddy = start ^ (1 << order);
-            // An order-0 buddy is a free cluster whose pair (our chunk) was in use, so it is a
-            // chunk of order 0 exactly.
-            let free_chunk = if order == 0 {
-                !self.bitmap.get(buddy)
-            } else {
-                self.orders[order as usize].get(buddy >> order)
-            };
-            if !free_chunk {
-                break;
-            }
-            self.remove_chunk(buddy, order);
-            start = start.min(buddy);
-            order += 1;
-        }
-        self.counters[order as usize] += 1;
-        if order > 0 {
-            self.orders[order as usize].set(start >> order);
-        }
     }
 
     /// The free extent starting at `block`, grown chunk by chunk until it reaches `needed` or
     /// meets a used cluster (`mb_find_extent`). Buddy-granular: it can be longer than `needed`.
     /// Returns 0 if `block` is not free.
     ///
-    /// Closed form of the kernel's walk: it ends at the first used cluster if one lies within
+    /// Closed form of the kernel's walk: it ends at the run's end if that lies within
     /// `needed`, else at the end of the chunk holding the `needed`-th cluster.
     pub fn find_extent(&self, block: u32, needed: u32) -> u32 {
-        if block >= self.group_size || self.bitmap.get(block) {
-            return 0;
+        match self.run_at(block) {
+            Some((_, r)) => self.extent_in(r, block, needed),
+            None => 0,
         }
-        let lim = self.bitmap.len();
+    }
+
+    #[inline]
+    fn extent_in(&self, r: Run, block: u32, needed: u32) -> u32 {
         let last = block.saturating_add(needed.max(1) - 1);
-        let len = if let Some(u) = self
-            .bitmap
-            .find_next_set(block, last.saturating_add(1).min(lim))
-        {
-            u - block
-        } else if last >= lim {
-            lim - block
-        } else {
-            let o = self.order_for_block(last);
-            (last | ((1u32 << o) - 1)) + 1 - block
-        };
-        len.min(self.group_size - block)
+        if last >= r.end {
+            return r.end - block;
+        }
+        let o = self.order_in(r, last);
+        (last | ((1u32 << o) - 1)) + 1 - block
     }
 
     /// Marks `[start, start + len)` used (`mb_mark_used`). Every cluster must be free.
     /// Returns the kernel's `tail | buddy << 16` value: the length still to mark and the order
     /// of the first chunk that had to be split, or 0 if no chunk was split.
     ///
-    /// Only the chunks overlapping the range change: each is removed and its parts outside the
-    /// range go back as their greedy aligned decomposition (which is maximal, since the
-    /// neighbouring range is now in use), so a small allocation from a large free run costs a
-    /// few chunk operations rather than a walk of the run.
+    /// The run holding the range loses its chunks and its parts left and right of the range
+    /// gain theirs: the kernel's splits end in the same canonical buddy.
     pub fn mark_used(&mut self, start: u32, len: u32) -> u32 {
-        debug_assert!(len > 0 && start + len <= self.group_size);
-        debug_assert!(
-            self.bitmap.all_clear(start, start + len),
-            "mark_used of a used cluster"
-        );
         let end = start + len;
-        let left_free = start > 0 && !self.bitmap.get(start - 1);
-        let right_free = end < self.bitmap.len() && !self.bitmap.get(end);
-        match (left_free, right_free) {
-            (true, true) => self.fragments += 1,
-            (false, false) => self.fragments -= 1,
-            _ => {}
+        let Some((i, r)) = self.run_at(start).filter(|(_, r)| end <= r.end && len > 0) else {
+            debug_assert!(false, "mark_used of a used cluster: [{start}, {end})");
+            return 0;
+        };
+        let mut ret = 0;
+        for (cs, order) in self.chunks(r) {
+            let ce = cs + (1 << order);
+            if ce > start && cs < end && (cs < start || ce > end) {
+                ret = (end - cs.max(start)) | (order << 16);
+                break;
+            }
+        }
+        self.count(r, false);
+        let (left, right) = (Run { end: start, ..r }, Run { start: end, ..r });
+        match (start > r.start, end < r.end) {
+            (true, true) => {
+                self.runs[i] = left;
+                self.runs.insert(i + 1, right);
+                self.fragments += 1;
+            }
+            (true, false) => self.runs[i] = left,
+            (false, true) => self.runs[i] = right,
+            (false, false) => {
+                self.runs.remove(i);
+                self.fragments -= 1;
+            }
+        }
+        if start > r.start {
+            self.count(left, true);
+        }
+        if end < r.end {
+            self.count(right, true);
         }
         self.free -= len;
         if self.first_free == start {
             self.first_free += len;
-        }
-        let mut ret = 0;
-        let mut p = start;
-        while p < end {
-            let order = self.order_for_block(p);
-            let cs = p & !((1u32 << order) - 1);
-            let ce = cs + (1 << order);
-            if ret == 0 && (cs != p || ce > end) {
-                ret = (end - p) | (order << 16);
-            }
-            self.remove_chunk(cs, order);
-            if cs < start {
-                self.decompose(cs, start - cs, true);
-            }
-            if ce > end {
-                self.decompose(end, ce - end, true);
-            }
-            p = ce;
         }
         self.bitmap.set_range(start, end);
         ret
@@ -284,47 +268,68 @@ impl Buddy {
     /// Frees `[first, first + count)` into the buddy (`mb_free_blocks`). Every cluster must be
     /// in use; callers check (a double free is a caller error, reported before we get here).
     ///
-    /// The range goes in as its greedy aligned pieces, each merged upward with its free buddy
-    /// (later pieces merge with earlier ones), which yields the canonical buddy.
+    /// The range joins the free runs on either side; the merged run's chunks replace theirs,
+    /// the canonical buddy the kernel's merging walk ends in.
     pub fn free_blocks(&mut self, first: u32, count: u32) {
-        debug_assert!(count > 0 && first + count <= self.group_size);
-        debug_assert!(
-            self.bitmap.all_set(first, first + count),
-            "double free inside the buddy"
-        );
         let end = first + count;
-        let left_free = first > 0 && !self.bitmap.get(first - 1);
-        let right_free = end < self.bitmap.len() && !self.bitmap.get(end);
-        match (left_free, right_free) {
-            (true, true) => self.fragments -= 1,
-            (false, false) => self.fragments += 1,
-            _ => {}
+        let i = self.runs.partition_point(|r| r.start < first);
+        let left = i > 0 && self.runs[i - 1].end == first;
+        let right = i < self.runs.len() && self.runs[i].start == end;
+        debug_assert!(
+            count > 0
+                && end <= self.group_size
+                && (i == 0 || self.runs[i - 1].end <= first)
+                && (i == self.runs.len() || self.runs[i].start >= end),
+            "double free inside the buddy: [{first}, {end})"
+        );
+        let mut merged = Run { start: first, end };
+        if left {
+            let l = self.runs[i - 1];
+            self.count(l, false);
+            merged.start = l.start;
         }
-        let border = 1u32 << self.max_order;
-        let mut p = first;
-        while p < end {
-            let order = (ffs(p | border) - 1).min(fls(end - p) - 1);
-            self.bitmap.clear_range(p, p + (1 << order));
-            self.insert_merging(p, order);
-            p += 1 << order;
+        if right {
+            let r = self.runs[i];
+            self.count(r, false);
+            merged.end = r.end;
         }
+        match (left, right) {
+            (true, true) => {
+                self.runs[i - 1] = merged;
+                self.runs.remove(i);
+                self.fragments -= 1;
+            }
+            (true, false) => self.runs[i - 1] = merged,
+            (false, true) => self.runs[i] = merged,
+            (false, false) => {
+                self.runs.insert(i, merged);
+                self.fragments += 1;
+            }
+        }
+        self.count(merged, true);
+        self.bitmap.clear_range(first, end);
         self.free += count;
         self.first_free = self.first_free.min(first);
     }
 
     /// Lowest-addressed free chunk of exactly `order` (the simple scan's pick).
     pub fn first_chunk_of_order(&self, order: u32) -> Option<u32> {
-        if order == 0 {
+        if order == 0 || order > self.max_order {
             // Order-0 chunks are singletons; the kernel never asks (ac_2order ≥ 1).
             return None;
         }
-        let bm = &self.orders[order as usize];
-        bm.find_next_set(0, bm.len()).map(|k| k << order)
+        self.runs
+            .iter()
+            .filter(|r| r.end - r.start >= 1 << order)
+            .find_map(|&r| self.chunks(r).find(|&(_, o)| o == order))
+            .map(|(s, _)| s)
     }
 
     /// First free cluster at or after `from`.
     pub fn next_free(&self, from: u32) -> Option<u32> {
-        self.bitmap.find_next_zero(from, self.group_size)
+        self.runs
+            .get(self.run_from(from))
+            .map(|r| r.start.max(from))
     }
     /// First used cluster at or after `from` (or the group size).
     pub fn next_used(&self, from: u32) -> u32 {
@@ -333,63 +338,23 @@ impl Buddy {
             .unwrap_or(self.group_size)
     }
 
-    /// The first position `>= from` from which at least `len` clusters are free: what the
-    /// complex scan at a cheap criterion would measure next after skipping the shorter runs
-    /// one by one. `None` when no such run is left.
-    ///
-    /// Any free run of at least `len >= 2^(k+1) - 1` clusters holds an aligned chunk of order
-    /// `k` or more, so the buddy's order bitmaps (1/2^k the size of the cluster bitmap) find
-    /// the candidate runs without visiting the short ones.
+    /// The extents the complex scan measures from `from`, in address order: the free runs
+    /// (with `skip_short`, only those with at least `needed` clusters from their start or
+    /// `from`) cut into `mb_find_extent(needed)` pieces, as the kernel's walk that restarts
+    /// at the end of each measured extent.
+    pub fn scan_extents(&self, from: u32, needed: u32, skip_short: bool) -> ScanExtents<'_> {
+        ScanExtents {
+            buddy: self,
+            idx: self.run_from(from),
+            at: from,
+            needed,
+            skip_short,
+        }
+    }
+
+    /// The first position `>= from` from which at least `len` clusters are free.
     pub fn next_fit(&self, from: u32, len: u32) -> Option<u32> {
-        let mut i = from;
-        if i < self.group_size && !self.bitmap.get(i) {
-            match self.free_for(i, len) {
-                Ok(()) => return Some(i),
-                Err(used) => i = used,
-            }
-        }
-        let k = (fls(len.saturating_add(1)) - 1).saturating_sub(1);
-        loop {
-            let c = self.next_chunk(i, k)?;
-            // The run's start lies less than 2^(k+1) before `c` (only smaller chunks precede
-            // the first chunk of order ≥ k in a run), so this look back is short.
-            let a = self.bitmap.find_prev_set(c).map_or(0, |p| p + 1).max(i);
-            match self.free_for(a, len) {
-                Ok(()) => return Some(a),
-                Err(used) => i = used,
-            }
-        }
-    }
-
-    /// Whether `len` clusters are free from the free cluster `a`; if not, the first cluster
-    /// after `a` in use (or the group end). Looks at no more than `len` clusters.
-    #[inline]
-    fn free_for(&self, a: u32, len: u32) -> Result<(), u32> {
-        let end = a.saturating_add(len);
-        if end > self.group_size {
-            return Err(self.next_used(a));
-        }
-        match self.bitmap.find_next_set(a, end) {
-            None => Ok(()),
-            Some(u) => Err(u),
-        }
-    }
-
-    /// Start of the lowest free chunk of order `>= k` starting at or after `from`.
-    fn next_chunk(&self, from: u32, k: u32) -> Option<u32> {
-        if k == 0 {
-            return self.next_free(from);
-        }
-        let mut best = self.group_size;
-        for o in k..=self.max_order {
-            let bm = &self.orders[o as usize];
-            let lo = from.div_ceil(1 << o);
-            let hi = best.div_ceil(1 << o).min(bm.len());
-            if let Some(j) = bm.find_next_set(lo, hi) {
-                best = best.min(j << o);
-            }
-        }
-        (best < self.group_size).then_some(best)
+        self.scan_extents(from, len, true).next().map(|(s, _)| s)
     }
 
     /// Checks every derived value against a regeneration from the bitmap (test support).
@@ -418,10 +383,37 @@ impl Buddy {
                 self.first_free, fresh.first_free
             ));
         }
-        if fresh.orders != self.orders {
-            return Err("buddy bitmaps differ from regeneration".into());
+        if fresh.runs != self.runs {
+            return Err("free runs differ from regeneration".into());
         }
         Ok(())
+    }
+}
+
+/// Iterator of [`Buddy::scan_extents`]: `(start, len)` pairs.
+pub struct ScanExtents<'a> {
+    buddy: &'a Buddy,
+    idx: usize,
+    at: u32,
+    needed: u32,
+    skip_short: bool,
+}
+
+impl Iterator for ScanExtents<'_> {
+    type Item = (u32, u32);
+    #[inline]
+    fn next(&mut self) -> Option<(u32, u32)> {
+        loop {
+            let r = *self.buddy.runs.get(self.idx)?;
+            let s = r.start.max(self.at);
+            if s >= r.end || (self.skip_short && r.end - s < self.needed) {
+                self.idx += 1;
+                continue;
+            }
+            let len = self.buddy.extent_in(r, s, self.needed);
+            self.at = s + len;
+            return Some((s, len));
+        }
     }
 }
 
@@ -473,71 +465,144 @@ mod tests {
         b.check(12).unwrap();
     }
 
+    /// The kernel's per-order buddy bitmaps, built independently from the cluster bitmap
+    /// (`ext4_mb_generate_buddy` with `ext4_mb_mark_free_simple`): `orders[o]` bit `j` set =
+    /// `[j << o, (j + 1) << o)` is a maximal free chunk.
+    fn kernel_orders(b: &Buddy) -> Vec<Bitmap> {
+        let bits = b.bitmap.len();
+        let mut orders: Vec<Bitmap> = (0..=b.max_order).map(|o| Bitmap::new(bits >> o)).collect();
+        let border = 1u32 << b.max_order;
+        for (mut first, mut len) in b.bitmap.zero_runs(0, b.group_size) {
+            while len > 0 {
+                let order = (first | border)
+                    .trailing_zeros()
+                    .min(31 - len.leading_zeros());
+                orders[order as usize].set(first >> order);
+                first += 1 << order;
+                len -= 1 << order;
+            }
+        }
+        orders
+    }
+
+    /// `mb_find_order_for_block` on the kernel's bitmaps.
+    fn order_at(orders: &[Bitmap], c: u32) -> u32 {
+        (0..orders.len() as u32)
+            .find(|&o| orders[o as usize].get(c >> o))
+            .expect("free cluster in no chunk")
+    }
+
     /// The kernel's chunk-by-chunk `mb_find_extent`, as a reference for the closed form.
     fn find_extent_walk(b: &Buddy, block: u32, needed: u32) -> u32 {
         if block >= b.group_size || b.bitmap.get(block) {
             return 0;
         }
-        let order_at = |c: u32| {
-            (1..=b.max_order)
-                .find(|&o| b.orders[o as usize].get(c >> o))
-                .unwrap_or(0)
-        };
-        let mut order = order_at(block);
+        let orders = kernel_orders(b);
+        let mut order = order_at(&orders, block);
         let mut len = (1u32 << order) - (block & ((1u32 << order) - 1));
         let mut idx = block >> order;
         while needed > len {
-            let max = if order == 0 {
-                b.bitmap.len()
-            } else {
-                b.orders[order as usize].len()
-            };
-            if idx + 1 >= max {
+            if idx + 1 >= orders[order as usize].len() {
                 break;
             }
             let next = (idx + 1) << order;
             if b.bitmap.get(next) {
                 break;
             }
-            order = order_at(next);
+            order = order_at(&orders, next);
             idx = next >> order;
             len += 1 << order;
         }
         len.min(b.group_size - block)
     }
 
+    /// `mb_mark_used`'s return value from the kernel's bitmaps: the first chunk the range
+    /// does not cover whole.
+    fn mark_used_ret_walk(b: &Buddy, start: u32, len: u32) -> u32 {
+        let orders = kernel_orders(b);
+        let (end, mut p) = (start + len, start);
+        while p < end {
+            let order = order_at(&orders, p);
+            let cs = p & !((1u32 << order) - 1);
+            let ce = cs + (1 << order);
+            if cs != p || ce > end {
+                return (end - p) | (order << 16);
+            }
+            p = ce;
+        }
+        0
+    }
+
+    /// Builds a 4000-cluster group (bitmap of 4096) with `used` marked.
+    fn sample(used: &[(u32, u32)]) -> Buddy {
+        let mut bm = Bitmap::new(4096);
+        for &(s, l) in used {
+            bm.set_range(s, (s + l).min(4096));
+        }
+        Buddy::generate(&bm, 4000, 4000, 9)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn find_extent_matches_kernel_walk(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..40), probes in proptest::collection::vec((0u32..4096, 1u32..5000), 1..40)) {
-            let mut bm = Bitmap::new(4096);
-            for (s, l) in used {
-                bm.set_range(s, (s + l).min(4096));
-            }
-            let b = Buddy::generate(&bm, 4000, 4000, 9);
+            let b = sample(&used);
             for (block, needed) in probes {
                 prop_assert_eq!(b.find_extent(block, needed), find_extent_walk(&b, block, needed), "block {} needed {}", block, needed);
             }
         }
 
         #[test]
-        fn next_fit_matches_run_walk(used in proptest::collection::vec((0u32..4096, 1u32..200), 0..80), from in 0u32..4096, len in 1u32..600) {
-            let mut bm = Bitmap::new(4096);
-            for (s, l) in used {
-                bm.set_range(s, (s + l).min(4096));
+        fn chunks_match_kernel_bitmaps(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..60)) {
+            let b = sample(&used);
+            let orders = kernel_orders(&b);
+            for o in 0..=b.max_order {
+                let kernel = orders[o as usize].count_ones(0, orders[o as usize].len());
+                prop_assert_eq!(b.counters()[o as usize], kernel, "order {}", o);
+                let first = orders[o as usize].find_next_set(0, orders[o as usize].len()).map(|j| j << o);
+                let want = if o == 0 { None } else { first };
+                prop_assert_eq!(b.first_chunk_of_order(o), want, "order {}", o);
             }
-            let b = Buddy::generate(&bm, 4096, 4096, 9);
-            // The walk of the complex scan: from `from`, skip free runs shorter than `len`.
+        }
+
+        #[test]
+        fn mark_used_return_matches_kernel_walk(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..40), at in 0u32..4000, len in 1u32..600) {
+            let mut b = sample(&used);
+            if let Some(s) = b.next_free(at) {
+                let room = b.next_used(s) - s;
+                let len = len.min(room);
+                let want = mark_used_ret_walk(&b, s, len);
+                prop_assert_eq!(b.mark_used(s, len), want);
+                prop_assert!(b.check(9).is_ok(), "{:?}", b.check(9));
+            }
+        }
+
+        #[test]
+        fn scan_matches_kernel_walk(used in proptest::collection::vec((0u32..4096, 1u32..200), 0..80), from in 0u32..4096, len in 1u32..600) {
+            let b = sample(&used);
+            // The walk of the complex scan over the bitmap: from `from`, skip the free runs
+            // shorter than `len`.
+            let bm = b.bitmap();
             let mut i = from;
             let naive = loop {
-                let Some(s) = b.next_free(i) else { break None };
-                let j = b.next_used(s);
+                let Some(s) = bm.find_next_zero(i, 4000) else { break None };
+                let j = bm.find_next_set(s, 4000).unwrap_or(4000);
                 if j - s >= len {
                     break Some(s);
                 }
                 i = j;
             };
             prop_assert_eq!(b.next_fit(from, len), naive);
+            prop_assert_eq!(b.next_free(from), bm.find_next_zero(from, 4000));
+            let walk: Vec<(u32, u32)> = b.scan_extents(from, len, false).collect();
+            let mut i = from;
+            let mut kernel = Vec::new();
+            while let Some(s) = bm.find_next_zero(i, 4000) {
+                let l = find_extent_walk(&b, s, len);
+                kernel.push((s, l));
+                i = s + l;
+            }
+            prop_assert_eq!(walk, kernel);
         }
 
         #[test]
@@ -559,6 +624,10 @@ mod tests {
                 }
                 prop_assert!(b.check(9).is_ok(), "{:?}", b.check(9));
                 prop_assert_eq!(b.free(), 4096 - used.count_ones(0, 4096));
+                let orders = kernel_orders(&b);
+                for o in 0..=b.max_order {
+                    prop_assert_eq!(b.counters()[o as usize], orders[o as usize].count_ones(0, orders[o as usize].len()));
+                }
             }
         }
     }

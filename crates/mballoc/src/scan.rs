@@ -246,43 +246,38 @@ impl Allocator {
     fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         let Some(l) = st.loaded.as_ref() else { return };
         let mut free = l.buddy.free();
-        let mut i = l.buddy.first_free();
+        // At the cheap criteria, runs shorter than the goal are skipped unmeasured (the
+        // kernel walks past them one by one); the run list steps over them directly.
+        let skip_short = !ctx.cr.expensive();
+        let mut extents = l
+            .buddy
+            .scan_extents(l.buddy.first_free(), ctx.g_ex.len, skip_short);
+        let mut take = false;
         while free > 0 && ctx.status == Status::Continue {
-            let Some(l) = st.loaded.as_ref() else { return };
-            if !ctx.cr.expensive() {
-                // Runs shorter than the goal are skipped unmeasured (the kernel walks them one
-                // by one); `next_fit` finds the next long-enough run from the buddy orders.
-                match l.buddy.next_fit(i, ctx.g_ex.len) {
-                    Some(s) => i = s,
-                    None => break,
-                }
-            } else {
-                let Some(s) = l.buddy.next_free(i) else {
+            let Some((start, len)) = extents.next() else {
+                if !skip_short {
+                    // Free clusters counted but none found: the bitmap is inconsistent.
                     grp.set_flag(state::BBITMAP_CORRUPT);
-                    break;
-                };
-                i = s;
-            }
-            let len = l.buddy.find_extent(i, ctx.g_ex.len);
+                }
+                break;
+            };
             if len == 0 || free < len {
                 grp.set_flag(state::BBITMAP_CORRUPT);
                 break;
             }
-            if self.measure_extent(
-                ctx,
-                Ex {
-                    group: grp.no,
-                    start: i,
-                    len,
-                    logical: 0,
-                },
-            ) {
-                self.use_best_found(ctx, grp, st);
+            let ex = Ex {
+                group: grp.no,
+                start,
+                len,
+                logical: 0,
+            };
+            if self.measure_extent(ctx, ex) {
+                take = true;
+                break;
             }
-            i += len;
             free -= len;
         }
-        if self.check_limits(ctx, grp.no, true) {
+        if take || self.check_limits(ctx, grp.no, true) {
             self.use_best_found(ctx, grp, st);
         }
     }
