@@ -1,11 +1,11 @@
 //! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
 //! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::Buddy;
@@ -24,19 +24,22 @@ use crate::tunables::{possible_cpus, Tunables};
 /// `Arc` and call it from any number of threads.
 pub struct Allocator {
     pub(crate) geo: Geometry,
-    pub(crate) tun: RwLock<Tunables>,
+    /// Read by every request without a lock (a reader never waits for `set_tunable`).
+    pub(crate) tun: ArcSwap<Tunables>,
+    /// Serialises `set_tunable` calls.
+    tun_writer: Mutex<()>,
     pub(crate) groups: Box<[Group]>,
     /// `s_mb_largest_free_orders`.
     pub(crate) largest_index: OrderIndex,
     /// `s_mb_avg_fragment_size`.
     pub(crate) avg_index: OrderIndex,
     /// `s_mb_last_groups`: one stream goal per slot.
-    pub(crate) goals: RwLock<Box<[AtomicU32]>>,
+    pub(crate) goals: ArcSwap<Box<[AtomicU32]>>,
     /// `s_locality_groups`, one per possible CPU.
     pub(crate) lgs: Box<[Mutex<LocalityGroup>]>,
     pub(crate) owners: OwnerTable,
-    /// Groups holding frees that wait for a commit.
-    pub(crate) pending_groups: Mutex<BTreeSet<u32>>,
+    /// Groups with frees waiting for a commit (each once: `state::PENDING_LISTED`).
+    pub(crate) pending_groups: Mutex<Vec<u32>>,
     /// The running transaction: frees join it; `commit` closes it.
     pub(crate) tid: AtomicU64,
     /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
@@ -155,18 +158,19 @@ impl Builder {
             geo,
             largest_index: OrderIndex::new(geo.num_orders(), n),
             avg_index: OrderIndex::new(geo.num_orders(), n),
-            goals: RwLock::new(
+            goals: ArcSwap::from_pointee(
                 (0..tun.nr_global_goals.max(1))
                     .map(|_| AtomicU32::new(0))
                     .collect(),
             ),
-            tun: RwLock::new(tun),
+            tun: ArcSwap::from_pointee(tun),
+            tun_writer: Mutex::new(()),
             groups,
             lgs: (0..self.cpus)
                 .map(|_| Mutex::new(LocalityGroup::default()))
                 .collect(),
             owners: OwnerTable::new(),
-            pending_groups: Mutex::new(BTreeSet::new()),
+            pending_groups: Mutex::new(Vec::new()),
             tid: AtomicU64::new(1),
             free_blocks: AtomicI64::new(free),
             free_pending: AtomicI64::new(0),
@@ -218,18 +222,21 @@ impl Allocator {
 
     /// A copy of the current tunables.
     pub fn tunables(&self) -> Tunables {
-        self.tun.read().clone()
+        Tunables::clone(&self.tun.load())
     }
 
     /// Sets one tunable by name (see [`Tunables::set`]); takes effect for later requests.
     pub fn set_tunable(&self, name: &str, value: &str) -> Result<(), Error> {
-        let mut t = self.tun.write();
-        let mut new = t.clone();
+        let _writer = self.tun_writer.lock();
+        let t = self.tun.load_full();
+        let mut new = Tunables::clone(&t);
         new.set(name, value, &self.geo)?;
         if new.nr_global_goals != t.nr_global_goals {
-            *self.goals.write() = (0..new.nr_global_goals)
-                .map(|_| AtomicU32::new(0))
-                .collect();
+            self.goals.store(Arc::new(
+                (0..new.nr_global_goals)
+                    .map(|_| AtomicU32::new(0))
+                    .collect(),
+            ));
         }
         if new.mb_optimize_scan != t.mb_optimize_scan {
             // Like a remount: groups re-enter the indexes as their orders change.
@@ -238,7 +245,7 @@ impl Allocator {
                 self.publish(g, &mut st, new.mb_optimize_scan);
             }
         }
-        *t = new;
+        self.tun.store(Arc::new(new));
         Ok(())
     }
 
@@ -384,7 +391,7 @@ impl Allocator {
         }
         st.loaded = Some(Loaded { disk, buddy });
         crate::stats::bump(&self.stats.buddies_generated);
-        let optimize = self.tun.read().mb_optimize_scan;
+        let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
         grp.clear_flag(state::NEED_INIT | EVICTED);
         self.note_loaded(grp.no);
@@ -480,12 +487,12 @@ impl Allocator {
     }
 
     pub(crate) fn stream_goal(&self, owner: u64) -> u32 {
-        let goals = self.goals.read();
+        let goals = self.goals.load();
         goals[(owner % goals.len() as u64) as usize].load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_stream_goal(&self, owner: u64, group: u32) {
-        let goals = self.goals.read();
+        let goals = self.goals.load();
         goals[(owner % goals.len() as u64) as usize].store(group, Ordering::Relaxed);
     }
 

@@ -14,24 +14,18 @@
 //! against a chunk-by-chunk walk and a from-scratch regeneration in the tests).
 
 use crate::bitmap::Bitmap;
+use crate::runs::{FreeRuns, Run};
 
 /// Orders supported: block sizes up to 64 KiB give orders 0..=17.
 pub const MAX_ORDERS: usize = 18;
-
-/// A maximal run of free clusters `[start, end)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Run {
-    start: u32,
-    end: u32,
-}
 
 #[derive(Clone, Debug)]
 pub struct Buddy {
     /// Order 0: bit set = cluster unavailable (used, preallocated, freed but not committed, or
     /// beyond the end of the group). Length `8 * block_size` like `s_mb_maxs[0]`.
     bitmap: Bitmap,
-    /// The free runs of `bitmap` below `group_size`, in address order, never adjacent.
-    runs: Vec<Run>,
+    /// The free runs of `bitmap` below `group_size`.
+    runs: FreeRuns,
     counters: [u32; MAX_ORDERS],
     /// Clusters per group (`EXT4_CLUSTERS_PER_GROUP`): the bound of scans.
     group_size: u32,
@@ -84,7 +78,7 @@ impl Buddy {
         }
         let mut b = Buddy {
             bitmap,
-            runs: Vec::new(),
+            runs: FreeRuns::new(Vec::new()),
             counters: [0; MAX_ORDERS],
             group_size,
             max_order: bsbits + 1,
@@ -92,7 +86,7 @@ impl Buddy {
             fragments: 0,
             first_free: group_size,
         };
-        b.runs = b
+        let runs: Vec<Run> = b
             .bitmap
             .zero_runs(0, group_size)
             .map(|(s, l)| Run {
@@ -100,8 +94,9 @@ impl Buddy {
                 end: s + l,
             })
             .collect();
+        b.runs = FreeRuns::new(runs);
         for i in 0..b.runs.len() {
-            let r = b.runs[i];
+            let r = b.runs.get(i).expect("in range");
             b.first_free = b.first_free.min(r.start);
             b.fragments += 1;
             b.free += r.end - r.start;
@@ -164,33 +159,28 @@ impl Buddy {
         }
     }
 
-    /// Index of the first run ending after `c` (the run holding `c`, or the next one).
-    #[inline]
-    fn run_from(&self, c: u32) -> usize {
-        self.runs.partition_point(|r| r.end <= c)
-    }
-
     /// The run holding the cluster `c`, if it is free.
     #[inline]
     fn run_at(&self, c: u32) -> Option<(usize, Run)> {
-        let i = self.run_from(c);
-        self.runs.get(i).filter(|r| r.start <= c).map(|&r| (i, r))
+        let i = self.runs.run_from(c);
+        self.runs.get(i).filter(|r| r.start <= c).map(|r| (i, r))
     }
 
     /// Order of the maximal chunk holding the free cluster `c` of run `r`
     /// (`mb_find_order_for_block`): the largest aligned block around `c` inside the run.
+    ///
+    /// The aligned `2^o` block around `c` starts at or after `r.start` exactly while `c` and
+    /// `r.start - 1` differ above bit `o`, and ends at or before `r.end` exactly while `c`
+    /// and `r.end` do: the two highest differing bits bound the order.
     #[inline]
     fn order_in(&self, r: Run, c: u32) -> u32 {
-        let mut o = 0;
-        while o < self.max_order {
-            let size = 2u32 << o;
-            let s = c & !(size - 1);
-            if s < r.start || s + size > r.end {
-                break;
-            }
-            o += 1;
-        }
-        o
+        let left = if r.start == 0 {
+            u32::MAX
+        } else {
+            fls(c ^ (r.start - 1)) - 1
+        };
+        let right = fls(c ^ r.end) - 1;
+        left.min(right).min(self.max_order)
     }
 
     /// The free extent starting at `block`, grown chunk by chunk until it reaches `needed` or
@@ -240,12 +230,12 @@ impl Buddy {
         let (left, right) = (Run { end: start, ..r }, Run { start: end, ..r });
         match (start > r.start, end < r.end) {
             (true, true) => {
-                self.runs[i] = left;
+                self.runs.set(i, left);
                 self.runs.insert(i + 1, right);
                 self.fragments += 1;
             }
-            (true, false) => self.runs[i] = left,
-            (false, true) => self.runs[i] = right,
+            (true, false) => self.runs.set(i, left),
+            (false, true) => self.runs.set(i, right),
             (false, false) => {
                 self.runs.remove(i);
                 self.fragments -= 1;
@@ -272,35 +262,35 @@ impl Buddy {
     /// the canonical buddy the kernel's merging walk ends in.
     pub fn free_blocks(&mut self, first: u32, count: u32) {
         let end = first + count;
-        let i = self.runs.partition_point(|r| r.start < first);
-        let left = i > 0 && self.runs[i - 1].end == first;
-        let right = i < self.runs.len() && self.runs[i].start == end;
+        let i = self.runs.run_starting_from(first);
+        let prev = i.checked_sub(1).and_then(|k| self.runs.get(k));
+        let next = self.runs.get(i);
         debug_assert!(
             count > 0
                 && end <= self.group_size
-                && (i == 0 || self.runs[i - 1].end <= first)
-                && (i == self.runs.len() || self.runs[i].start >= end),
+                && prev.is_none_or(|r| r.end <= first)
+                && next.is_none_or(|r| r.start >= end),
             "double free inside the buddy: [{first}, {end})"
         );
+        let left = prev.filter(|r| r.end == first);
+        let right = next.filter(|r| r.start == end);
         let mut merged = Run { start: first, end };
-        if left {
-            let l = self.runs[i - 1];
+        if let Some(l) = left {
             self.count(l, false);
             merged.start = l.start;
         }
-        if right {
-            let r = self.runs[i];
+        if let Some(r) = right {
             self.count(r, false);
             merged.end = r.end;
         }
-        match (left, right) {
+        match (left.is_some(), right.is_some()) {
             (true, true) => {
-                self.runs[i - 1] = merged;
+                self.runs.set(i - 1, merged);
                 self.runs.remove(i);
                 self.fragments -= 1;
             }
-            (true, false) => self.runs[i - 1] = merged,
-            (false, true) => self.runs[i] = merged,
+            (true, false) => self.runs.set(i - 1, merged),
+            (false, true) => self.runs.set(i, merged),
             (false, false) => {
                 self.runs.insert(i, merged);
                 self.fragments += 1;
@@ -318,17 +308,21 @@ impl Buddy {
             // Order-0 chunks are singletons; the kernel never asks (ac_2order ≥ 1).
             return None;
         }
-        self.runs
-            .iter()
-            .filter(|r| r.end - r.start >= 1 << order)
-            .find_map(|&r| self.chunks(r).find(|&(_, o)| o == order))
-            .map(|(s, _)| s)
+        let mut i = self.runs.next_long(0, 1 << order);
+        while let Some(k) = i {
+            let r = self.runs.get(k).expect("index from next_long");
+            if let Some((s, _)) = self.chunks(r).find(|&(_, o)| o == order) {
+                return Some(s);
+            }
+            i = self.runs.next_long(k + 1, 1 << order);
+        }
+        None
     }
 
     /// First free cluster at or after `from`.
     pub fn next_free(&self, from: u32) -> Option<u32> {
         self.runs
-            .get(self.run_from(from))
+            .get(self.runs.run_from(from))
             .map(|r| r.start.max(from))
     }
     /// First used cluster at or after `from` (or the group size).
@@ -345,7 +339,7 @@ impl Buddy {
     pub fn scan_extents(&self, from: u32, needed: u32, skip_short: bool) -> ScanExtents<'_> {
         ScanExtents {
             buddy: self,
-            idx: self.run_from(from),
+            idx: self.runs.run_from(from),
             at: from,
             needed,
             skip_short,
@@ -403,16 +397,20 @@ impl Iterator for ScanExtents<'_> {
     type Item = (u32, u32);
     #[inline]
     fn next(&mut self) -> Option<(u32, u32)> {
+        let runs = &self.buddy.runs;
         loop {
-            let r = *self.buddy.runs.get(self.idx)?;
+            let r = runs.get(self.idx)?;
             let s = r.start.max(self.at);
-            if s >= r.end || (self.skip_short && r.end - s < self.needed) {
-                self.idx += 1;
-                continue;
+            if s < r.end && (!self.skip_short || r.end - s >= self.needed) {
+                let len = self.buddy.extent_in(r, s, self.needed);
+                self.at = s + len;
+                return Some((s, len));
             }
-            let len = self.buddy.extent_in(r, s, self.needed);
-            self.at = s + len;
-            return Some((s, len));
+            self.idx += 1;
+            if self.skip_short {
+                // Every later run starts after `at`: only the long ones are measured.
+                self.idx = runs.next_long(self.idx, self.needed)?;
+            }
         }
     }
 }
@@ -549,6 +547,17 @@ mod tests {
             let b = sample(&used);
             for (block, needed) in probes {
                 prop_assert_eq!(b.find_extent(block, needed), find_extent_walk(&b, block, needed), "block {} needed {}", block, needed);
+            }
+        }
+
+        #[test]
+        fn order_in_matches_kernel_bitmaps(used in proptest::collection::vec((0u32..4096, 1u32..300), 0..60), probes in proptest::collection::vec(0u32..4000, 1..40)) {
+            let b = sample(&used);
+            let orders = kernel_orders(&b);
+            for c in probes {
+                if let Some((_, r)) = b.run_at(c) {
+                    prop_assert_eq!(b.order_in(r, c), order_at(&orders, c), "cluster {}", c);
+                }
             }
         }
 

@@ -12,7 +12,9 @@ use std::sync::atomic::Ordering;
 use crate::allocator::Allocator;
 use crate::context::Ex;
 use crate::error::Error;
-use crate::group::{state, PendingFree};
+use smallvec::SmallVec;
+
+use crate::group::{state, Group, GroupState, PendingFree};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::Extent;
 use crate::stats::{add, bump};
@@ -44,7 +46,7 @@ impl Allocator {
         }
         // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
         self.discard_overlapping(owner, extent);
-        let mut guards: Vec<_> = chunks
+        let mut guards: SmallVec<[_; 2]> = chunks
             .iter()
             .map(|c| self.lock_group(&self.groups[c.group as usize]))
             .collect();
@@ -75,13 +77,22 @@ impl Allocator {
                 .fetch_add(i64::from(c.len), Ordering::Relaxed);
             self.free_pending
                 .fetch_add(i64::from(c.len), Ordering::Relaxed);
-            self.pending_groups.lock().insert(c.group);
+            self.list_pending(&self.groups[c.group as usize]);
         }
         Ok(())
     }
 
-    fn split(&self, extent: Extent) -> Vec<Ex> {
-        let mut out = Vec::new();
+    /// Puts a group with pending frees on the commit's list, once (under its group lock).
+    fn list_pending(&self, grp: &Group) {
+        if !grp.has_flag(state::PENDING_LISTED) {
+            grp.set_flag(state::PENDING_LISTED);
+            self.pending_groups.lock().push(grp.no);
+        }
+    }
+
+    /// The per-group pieces of `extent` (one, unless it crosses a group boundary).
+    fn split(&self, extent: Extent) -> SmallVec<[Ex; 2]> {
+        let mut out = SmallVec::new();
         let (mut s, end) = (extent.start, extent.end());
         while s < end {
             let (g, off) = self.geo.locate(s);
@@ -119,27 +130,34 @@ impl Allocator {
     fn release_committed(&self, tid: u64) {
         bump(&self.stats.commits);
         let groups = std::mem::take(&mut *self.pending_groups.lock());
-        let optimize = self.tun.read().mb_optimize_scan;
+        let optimize = self.tun.load().mb_optimize_scan;
         for g in groups {
             let grp = &self.groups[g as usize];
             let mut st = self.lock_group(grp);
-            let (ready, rest): (Vec<_>, Vec<_>) = st.pending.drain(..).partition(|p| p.tid <= tid);
-            st.pending = rest;
-            if !st.pending.is_empty() {
-                self.pending_groups.lock().insert(g);
-            }
-            if ready.is_empty() {
-                continue;
-            }
-            let l = st
-                .loaded
+            grp.clear_flag(state::PENDING_LISTED);
+            let GroupState {
+                pending, loaded, ..
+            } = &mut *st;
+            let l = loaded
                 .as_mut()
                 .expect("pending frees only exist in loaded groups");
-            for p in &ready {
+            let mut released = 0u32;
+            pending.retain(|p| {
+                if p.tid > tid {
+                    return true;
+                }
                 l.buddy.free_blocks(p.start, p.len);
-                self.free_pending
-                    .fetch_sub(i64::from(p.len), Ordering::Relaxed);
+                released += p.len;
+                false
+            });
+            if !pending.is_empty() {
+                self.list_pending(grp);
             }
+            if released == 0 {
+                continue;
+            }
+            self.free_pending
+                .fetch_sub(i64::from(released), Ordering::Relaxed);
             grp.clear_flag(state::WAS_TRIMMED);
             self.discard_seq.fetch_add(1, Ordering::Relaxed);
             self.publish(grp, &mut st, optimize);
@@ -240,7 +258,7 @@ impl Allocator {
         }
         add(&self.stats.discarded, freed);
         self.discard_seq.fetch_add(1, Ordering::Relaxed);
-        let optimize = self.tun.read().mb_optimize_scan;
+        let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
     }
 

@@ -19,6 +19,9 @@ pub mod state {
     pub const BBITMAP_CORRUPT: u32 = 1 << 2;
     /// Prefetch already issued once (`EXT4_GROUP_INFO_BBITMAP_READ_BIT`), never cleared.
     pub const BBITMAP_READ: u32 = 1 << 4;
+    /// On the allocator's list of groups with frees waiting for a commit (changed only under
+    /// the group lock).
+    pub const PENDING_LISTED: u32 = 1 << 5;
 }
 
 /// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).

@@ -25,6 +25,7 @@ pub mod policy;
 mod prealloc;
 mod readahead;
 pub mod request;
+mod runs;
 mod scan;
 pub mod size_class;
 pub mod source;

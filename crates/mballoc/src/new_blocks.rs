@@ -18,7 +18,7 @@ impl Allocator {
     pub fn allocate(&self, req: &Request) -> Result<Allocation, Error> {
         self.validate(req)?;
         bump(&self.stats.reqs);
-        let tun = self.tun.read().clone();
+        let tun = self.tun.load();
         let mut len = req.len.min(self.geo.blocks_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
             // ext4_claim_free_clusters: halve the request until it fits the free count.

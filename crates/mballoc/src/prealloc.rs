@@ -9,6 +9,7 @@
 //! its owner's or locality group's mutex and is removed at once, so "deleted" PAs never exist.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -64,21 +65,35 @@ impl OwnerPas {
 /// kernel's `i_data_sem`, so PAs of one owner never race.
 pub struct OwnerTable {
     shards: Vec<Mutex<HashMap<u64, Arc<Mutex<OwnerPas>>>>>,
+    /// Entries in all shards: lets a lookup skip the shard lock when there are none (owners
+    /// that never preallocate, like a storage engine's `HINT_NOPREALLOC` extents).
+    entries: AtomicUsize,
 }
 
 impl OwnerTable {
     pub fn new() -> Self {
         OwnerTable {
             shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+            entries: AtomicUsize::new(0),
         }
     }
     fn shard(&self, owner: u64) -> &Mutex<HashMap<u64, Arc<Mutex<OwnerPas>>>> {
         &self.shards[(owner.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize]
     }
     pub fn get_or_create(&self, owner: u64) -> Arc<Mutex<OwnerPas>> {
-        self.shard(owner).lock().entry(owner).or_default().clone()
+        self.shard(owner)
+            .lock()
+            .entry(owner)
+            .or_insert_with(|| {
+                self.entries.fetch_add(1, Ordering::Relaxed);
+                Arc::default()
+            })
+            .clone()
     }
     pub fn get(&self, owner: u64) -> Option<Arc<Mutex<OwnerPas>>> {
+        if self.entries.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         self.shard(owner).lock().get(&owner).cloned()
     }
     /// Drops the owner's entry if it holds no PA and nobody else uses it.
@@ -87,6 +102,7 @@ impl OwnerTable {
         if let Some(e) = shard.get(&owner) {
             if Arc::strong_count(e) == 1 && e.try_lock().is_some_and(|p| p.pas.is_empty()) {
                 shard.remove(&owner);
+                self.entries.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

@@ -60,7 +60,7 @@ impl MballocPeer {
     }
 
     /// Frees what a failed multi-extent allocation already took.
-    fn undo(&mut self, got: &[Run]) -> Result<(), BenchError> {
+    fn undo<'a>(&mut self, got: impl Iterator<Item = &'a Run>) -> Result<(), BenchError> {
         for &(s, l) in got {
             self.a.free(OWNER, Extent::new(s, l))?;
         }
@@ -74,25 +74,28 @@ impl RangeAlloc for MballocPeer {
         format!("mballoc/{}", self.policy.name())
     }
     fn alloc(&mut self, len: u32, goal: u64) -> Result<Option<Runs>, BenchError> {
-        let mut got: Vec<Run> = Vec::new();
+        let mut first = None;
+        let mut more: Vec<Run> = Vec::new();
         let (mut left, mut goal) = (len, goal);
         while left > 0 {
             match self.a.allocate(&self.request(left, goal)) {
                 Ok(r) => {
-                    got.push((r.extent.start, r.extent.len));
+                    let run = (r.extent.start, r.extent.len);
+                    match first {
+                        None => first = Some(run),
+                        Some(_) => more.push(run),
+                    }
                     left -= r.extent.len;
                     goal = r.extent.end();
                 }
                 Err(Error::NoSpace { .. }) => {
-                    self.undo(&got)?;
+                    self.undo(first.iter().chain(&more))?;
                     return Ok(None);
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        let first = got[0];
-        got.remove(0);
-        Ok(Some(Runs { first, more: got }))
+        Ok(first.map(|first| Runs { first, more }))
     }
     fn runs(&self, h: &Runs) -> Runs {
         h.clone()
