@@ -1,7 +1,7 @@
 //! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
 //! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::{state, Group, GroupState, Loaded};
 use crate::index::OrderIndex;
+use crate::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::prealloc::{LocalityGroup, OwnerTable};
 use crate::readahead::{ReadAhead, Taken};
 use crate::source::{BitmapSource, MemSource};
@@ -34,20 +35,22 @@ pub struct Allocator {
     /// `s_mb_avg_fragment_size`.
     pub(crate) avg_index: OrderIndex,
     /// `s_mb_last_groups`: one stream goal per slot.
-    pub(crate) goals: ArcSwap<Box<[AtomicU32]>>,
+    pub(crate) goals: ArcSwap<Box<[Padded<AtomicU32>]>>,
     /// `s_locality_groups`, one per possible CPU.
-    pub(crate) lgs: Box<[Mutex<LocalityGroup>]>,
+    pub(crate) lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
     pub(crate) owners: OwnerTable,
     /// Groups with frees waiting for a commit (each once: `state::PENDING_LISTED`).
     pub(crate) pending_groups: Mutex<Vec<u32>>,
     /// The running transaction: frees join it; `commit` closes it.
     pub(crate) tid: AtomicU64,
     /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
-    pub(crate) free_blocks: AtomicI64,
+    pub(crate) free_blocks: PerCpuCounter,
     /// Blocks freed but not yet committed (`s_mb_free_pending`).
-    pub(crate) free_pending: AtomicI64,
+    pub(crate) free_pending: PerCpuCounter,
     /// `discard_pa_seq`: bumped by every buddy change, sampled by the ENOSPC retry.
-    pub(crate) discard_seq: AtomicU64,
+    /// `discard_pa_seq`: bumped (on this thread's shard) whenever blocks enter or leave the
+    /// buddy; an ENOSPC retry compares its start value with the sum.
+    pub(crate) discard_seq: PerCpu<AtomicU64>,
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
     pub(crate) lock_busy: AtomicU32,
     pub(crate) stats: Stats,
@@ -160,21 +163,21 @@ impl Builder {
             avg_index: OrderIndex::new(geo.num_orders(), n),
             goals: ArcSwap::from_pointee(
                 (0..tun.nr_global_goals.max(1))
-                    .map(|_| AtomicU32::new(0))
+                    .map(|_| Padded(AtomicU32::new(0)))
                     .collect(),
             ),
             tun: ArcSwap::from_pointee(tun),
             tun_writer: Mutex::new(()),
             groups,
             lgs: (0..self.cpus)
-                .map(|_| Mutex::new(LocalityGroup::default()))
+                .map(|_| Padded(Mutex::new(LocalityGroup::default())))
                 .collect(),
             owners: OwnerTable::new(),
             pending_groups: Mutex::new(Vec::new()),
             tid: AtomicU64::new(1),
-            free_blocks: AtomicI64::new(free),
-            free_pending: AtomicI64::new(0),
-            discard_seq: AtomicU64::new(0),
+            free_blocks: PerCpuCounter::new(free),
+            free_pending: PerCpuCounter::new(0),
+            discard_seq: PerCpu::default(),
             lock_busy: AtomicU32::new(0),
             stats: Stats::default(),
             readahead: ReadAhead::new(source.clone(), readers),
@@ -234,7 +237,7 @@ impl Allocator {
         if new.nr_global_goals != t.nr_global_goals {
             self.goals.store(Arc::new(
                 (0..new.nr_global_goals)
-                    .map(|_| AtomicU32::new(0))
+                    .map(|_| Padded(AtomicU32::new(0)))
                     .collect(),
             ));
         }
@@ -251,11 +254,11 @@ impl Allocator {
 
     /// Free blocks as the on-disk descriptors count them (pending frees included).
     pub fn free_blocks(&self) -> u64 {
-        self.free_blocks.load(Ordering::Relaxed).max(0) as u64
+        self.free_blocks.sum().max(0) as u64
     }
     /// Blocks freed but waiting for a commit before they can be reused.
     pub fn pending_blocks(&self) -> u64 {
-        self.free_pending.load(Ordering::Relaxed).max(0) as u64
+        self.free_pending.sum().max(0) as u64
     }
 
     /// The counters of `/proc/fs/ext4/<dev>/mb_stats`.
@@ -380,7 +383,7 @@ impl Allocator {
         if buddy.free() != st.desc_free {
             // ext4_mb_generate_buddy: "block bitmap and bg descriptor inconsistent".
             let delta = i64::from(buddy.free()) - i64::from(st.desc_free);
-            self.free_blocks.fetch_add(delta, Ordering::Relaxed);
+            self.free_blocks.add(delta);
             let reason = format!(
                 "block bitmap has {} free blocks, descriptor {}",
                 buddy.free(),
@@ -389,7 +392,7 @@ impl Allocator {
             st.desc_free = buddy.free();
             self.mark_corrupt(grp, st.desc_free, reason);
         }
-        st.loaded = Some(Loaded { disk, buddy });
+        st.loaded = Some(Box::new(Loaded { disk, buddy }));
         crate::stats::bump(&self.stats.buddies_generated);
         let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
@@ -471,13 +474,13 @@ impl Allocator {
             }
             pending += st.pending.iter().map(|p| i64::from(p.len)).sum::<i64>();
         }
-        let counted = self.free_blocks.load(Ordering::Relaxed);
+        let counted = self.free_blocks.sum();
         if counted != disk_free {
             return Err(format!(
                 "free counter {counted} != sum of descriptors {disk_free}"
             ));
         }
-        let p = self.free_pending.load(Ordering::Relaxed);
+        let p = self.free_pending.sum();
         if p != pending {
             return Err(format!(
                 "pending counter {p} != sum of pending frees {pending}"
@@ -533,5 +536,15 @@ mod tests {
     #[test]
     fn allocator_is_send_and_sync() {
         assert_send_sync::<Allocator>();
+    }
+}
+
+impl Allocator {
+    /// `ext4_get_discard_pa_seq_sum`.
+    pub(crate) fn discard_seq_sum(&self) -> u64 {
+        self.discard_seq
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .sum()
     }
 }

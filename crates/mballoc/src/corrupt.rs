@@ -8,7 +8,6 @@
 //! not released, and nothing in the group is ever rewritten behind its back.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use parking_lot::Mutex;
 
@@ -51,8 +50,7 @@ impl Allocator {
             return;
         }
         grp.set_flag(state::BBITMAP_CORRUPT);
-        self.free_blocks
-            .fetch_sub(i64::from(desc_free), Ordering::Relaxed);
+        self.free_blocks.add(-i64::from(desc_free));
         bump(&self.stats.corrupt_groups);
     }
 

@@ -73,10 +73,8 @@ impl Allocator {
                 start: c.start,
                 len: c.len,
             });
-            self.free_blocks
-                .fetch_add(i64::from(c.len), Ordering::Relaxed);
-            self.free_pending
-                .fetch_add(i64::from(c.len), Ordering::Relaxed);
+            self.free_blocks.add(i64::from(c.len));
+            self.free_pending.add(i64::from(c.len));
             self.list_pending(&self.groups[c.group as usize]);
         }
         Ok(())
@@ -156,10 +154,9 @@ impl Allocator {
             if released == 0 {
                 continue;
             }
-            self.free_pending
-                .fetch_sub(i64::from(released), Ordering::Relaxed);
+            self.free_pending.add(-i64::from(released));
             grp.clear_flag(state::WAS_TRIMMED);
-            self.discard_seq.fetch_add(1, Ordering::Relaxed);
+            self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
             self.publish(grp, &mut st, optimize);
         }
     }
@@ -257,7 +254,7 @@ impl Allocator {
             return;
         }
         add(&self.stats.discarded, freed);
-        self.discard_seq.fetch_add(1, Ordering::Relaxed);
+        self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
         let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
     }

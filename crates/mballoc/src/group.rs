@@ -44,7 +44,8 @@ pub struct Loaded {
 /// Everything behind the group lock.
 #[derive(Debug, Default)]
 pub struct GroupState {
-    pub loaded: Option<Loaded>,
+    /// Boxed: a group that was never read costs a pointer, and `Group` stays one cache-line pair.
+    pub loaded: Option<Box<Loaded>>,
     pub pending: Vec<PendingFree>,
     /// Free clusters per the descriptor (on-disk view: pending frees count as free).
     pub desc_free: u32,
@@ -54,7 +55,9 @@ pub struct GroupState {
     pub avg_order: i32,
 }
 
-/// One group.
+/// One group, aligned to its own cache lines: threads working in neighbouring groups must not
+/// share the line of one group's lock and lock-free summary with the next group's.
+#[repr(align(128))]
 pub struct Group {
     pub no: u32,
     pub lock: Mutex<GroupState>,
@@ -168,3 +171,4 @@ impl GroupState {
         }
     }
 }
+

@@ -22,6 +22,7 @@ mod index;
 mod new_blocks;
 mod normalize;
 pub mod policy;
+mod percpu;
 mod prealloc;
 mod readahead;
 pub mod request;

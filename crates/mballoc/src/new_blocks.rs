@@ -8,6 +8,7 @@ use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::normalize::{group_or_file, normalize};
+use crate::percpu::PerCpuCounter;
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
 use crate::stats::{add, bump};
@@ -21,8 +22,15 @@ impl Allocator {
         let tun = self.tun.load();
         let mut len = req.len.min(self.geo.blocks_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
-            // ext4_claim_free_clusters: halve the request until it fits the free count.
-            let free = self.free_blocks();
+            // ext4_claim_free_clusters: halve the request until it fits the free count, read
+            // from the shared total unless that is within its error of the request
+            // (ext4_has_free_clusters' watermark), then summed exactly.
+            let approx = self.free_blocks.read();
+            let free = if approx - i64::from(len) < 4 * PerCpuCounter::max_error() {
+                self.free_blocks()
+            } else {
+                approx as u64
+            };
             while u64::from(len) > free {
                 len /= 2;
                 if len == 0 {
@@ -132,7 +140,8 @@ impl Allocator {
         }
         normalize(ctx, &self.geo, owner.as_deref());
         let mut retries = 0;
-        let mut seq = self.discard_seq.load(Ordering::Relaxed);
+        // ext4_mb_new_blocks reads this CPU's sequence; the retry compares it with the sum.
+        let mut seq = self.discard_seq.local().load(Ordering::Relaxed);
         loop {
             self.regular_allocator(ctx)?;
             if ctx.status == Status::Found {
@@ -427,8 +436,7 @@ impl Allocator {
         l.disk.set_range(ex.start, ex.start + ex.len);
         self.journal_alloc(ex.group, ex.start, ex.len);
         st.desc_free -= ex.len;
-        self.free_blocks
-            .fetch_sub(i64::from(ex.len), Ordering::Relaxed);
+        self.free_blocks.add(-i64::from(ex.len));
         Ok(())
     }
 
@@ -445,7 +453,7 @@ impl Allocator {
         if freed > 0 {
             return true;
         }
-        let now = self.discard_seq.load(Ordering::Relaxed);
+        let now = self.discard_seq_sum();
         if !ctx.flags.contains(Flags::STRICT_CHECK) || now != *seq {
             ctx.flags |= Flags::STRICT_CHECK;
             *seq = now;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::buddy::fls;
+use crate::percpu::Padded;
 
 /// `PREALLOC_TB_SIZE`: locality-group PA buckets by `min(fls(free) − 1, 9)`.
 pub const PREALLOC_TB_SIZE: usize = 10;
@@ -64,7 +65,7 @@ impl OwnerPas {
 /// All owners' PA trees. Each owner has its own mutex, held for the whole allocation like the
 /// kernel's `i_data_sem`, so PAs of one owner never race.
 pub struct OwnerTable {
-    shards: Vec<Mutex<HashMap<u64, Arc<Mutex<OwnerPas>>>>>,
+    shards: Vec<Padded<Mutex<HashMap<u64, Arc<Mutex<OwnerPas>>>>>>,
     /// Entries in all shards: lets a lookup skip the shard lock when there are none (owners
     /// that never preallocate, like a storage engine's `HINT_NOPREALLOC` extents).
     entries: AtomicUsize,
@@ -73,7 +74,9 @@ pub struct OwnerTable {
 impl OwnerTable {
     pub fn new() -> Self {
         OwnerTable {
-            shards: (0..64).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..64)
+                .map(|_| Padded(Mutex::new(HashMap::new())))
+                .collect(),
             entries: AtomicUsize::new(0),
         }
     }

@@ -3,6 +3,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::percpu::PerCpu;
+
 /// Per-criterion counters (`s_bal_cX_*`).
 #[derive(Default)]
 pub struct CrStats {
@@ -12,9 +14,9 @@ pub struct CrStats {
     pub useless_loops: AtomicU64,
 }
 
-/// Live counters, updated with relaxed atomics.
+/// The live counters of one shard, updated with relaxed atomics.
 #[derive(Default)]
-pub struct Stats {
+pub struct Counters {
     pub reqs: AtomicU64,
     pub success: AtomicU64,
     pub blocks_allocated: AtomicU64,
@@ -56,6 +58,22 @@ pub struct Stats {
     pub class_resets: AtomicU64,
     pub class_skips: AtomicU64,
     pub class_forced: AtomicU64,
+}
+
+/// The live counters, one [`Counters`] per thread shard ([`PerCpu`]): every request bumps a
+/// dozen of them, and shared counters would make two threads fight over one cache line.
+/// `&stats.reqs` derefs to the calling thread's shard; [`Stats::snapshot`] sums all shards.
+#[derive(Default)]
+pub struct Stats {
+    shards: PerCpu<Counters>,
+}
+
+impl std::ops::Deref for Stats {
+    type Target = Counters;
+    #[inline]
+    fn deref(&self) -> &Counters {
+        self.shards.local()
+    }
 }
 
 /// A copy of the counters at one moment.
@@ -110,50 +128,54 @@ pub(crate) fn add(c: &AtomicU64, n: u64) {
 
 impl Stats {
     pub fn snapshot(&self, groups: u32) -> StatsSnapshot {
-        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let l = |f: &dyn Fn(&Counters) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|c| f(c).load(Ordering::Relaxed))
+                .sum()
+        };
         StatsSnapshot {
-            reqs: l(&self.reqs),
-            success: l(&self.success),
-            blocks_allocated: l(&self.blocks_allocated),
-            extents_scanned: l(&self.extents_scanned),
-            groups_scanned: l(&self.groups_scanned),
-            goal_hits: l(&self.goal_hits),
-            stream_goal_hits: l(&self.stream_goal_hits),
-            len_goal_hits: l(&self.len_goal_hits),
-            two_order_hits: l(&self.two_order_hits),
-            breaks: l(&self.breaks),
-            lost: l(&self.lost),
-            buddies_generated: l(&self.buddies_generated),
-            bitmap_loads: l(&self.bitmap_loads),
-            prefetch_loads: l(&self.prefetch_loads),
-            sync_loads: l(&self.sync_loads),
-            prefetch_waits: l(&self.prefetch_waits),
-            evictions: l(&self.evictions),
-            prefetch_ios: l(&self.prefetch_ios),
-            prefetch_desc_lookups: l(&self.prefetch_desc_lookups),
-            preallocated: l(&self.preallocated),
-            discarded: l(&self.discarded),
-            prealloc_hits: l(&self.prealloc_hits),
-            busy_skips: l(&self.busy_skips),
-            enospc_retries: l(&self.enospc_retries),
-            commits: l(&self.commits),
-            corrupt_groups: l(&self.corrupt_groups),
-            commit_failures: l(&self.commit_failures),
+            reqs: l(&|c| &c.reqs),
+            success: l(&|c| &c.success),
+            blocks_allocated: l(&|c| &c.blocks_allocated),
+            extents_scanned: l(&|c| &c.extents_scanned),
+            groups_scanned: l(&|c| &c.groups_scanned),
+            goal_hits: l(&|c| &c.goal_hits),
+            stream_goal_hits: l(&|c| &c.stream_goal_hits),
+            len_goal_hits: l(&|c| &c.len_goal_hits),
+            two_order_hits: l(&|c| &c.two_order_hits),
+            breaks: l(&|c| &c.breaks),
+            lost: l(&|c| &c.lost),
+            buddies_generated: l(&|c| &c.buddies_generated),
+            bitmap_loads: l(&|c| &c.bitmap_loads),
+            prefetch_loads: l(&|c| &c.prefetch_loads),
+            sync_loads: l(&|c| &c.sync_loads),
+            prefetch_waits: l(&|c| &c.prefetch_waits),
+            evictions: l(&|c| &c.evictions),
+            prefetch_ios: l(&|c| &c.prefetch_ios),
+            prefetch_desc_lookups: l(&|c| &c.prefetch_desc_lookups),
+            preallocated: l(&|c| &c.preallocated),
+            discarded: l(&|c| &c.discarded),
+            prealloc_hits: l(&|c| &c.prealloc_hits),
+            busy_skips: l(&|c| &c.busy_skips),
+            enospc_retries: l(&|c| &c.enospc_retries),
+            commits: l(&|c| &c.commits),
+            corrupt_groups: l(&|c| &c.corrupt_groups),
+            commit_failures: l(&|c| &c.commit_failures),
             cr: std::array::from_fn(|i| {
-                let c = &self.cr[i];
                 [
-                    l(&c.hits),
-                    l(&c.groups_considered),
-                    l(&c.extents_scanned),
-                    l(&c.useless_loops),
+                    l(&|c| &c.cr[i].hits),
+                    l(&|c| &c.cr[i].groups_considered),
+                    l(&|c| &c.cr[i].extents_scanned),
+                    l(&|c| &c.cr[i].useless_loops),
                 ]
             }),
             groups,
-            class_stage_hits: std::array::from_fn(|i| l(&self.class_stage_hits[i])),
-            class_claims: l(&self.class_claims),
-            class_resets: l(&self.class_resets),
-            class_skips: l(&self.class_skips),
-            class_forced: l(&self.class_forced),
+            class_stage_hits: std::array::from_fn(|i| l(&|c| &c.class_stage_hits[i])),
+            class_claims: l(&|c| &c.class_claims),
+            class_resets: l(&|c| &c.class_resets),
+            class_skips: l(&|c| &c.class_skips),
+            class_forced: l(&|c| &c.class_forced),
         }
     }
 }
