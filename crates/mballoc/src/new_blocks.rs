@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
+use crate::group::{Group, GroupState};
 use crate::normalize::{group_or_file, normalize};
 use crate::percpu::PerCpuCounter;
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
@@ -67,9 +68,12 @@ impl Allocator {
         let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
         let result = self.new_blocks(&mut ctx, owner.as_deref_mut(), lg.as_deref_mut());
         drop(lg);
+        // An owner left without PAs loses its entry (checked under its lock: the common case,
+        // an owner with a PA, skips the table).
+        let now_empty = owner.as_ref().is_some_and(|o| o.pas.is_empty());
         drop(owner);
-        if owner_arc.is_some() {
-            drop(owner_arc);
+        drop(owner_arc);
+        if now_empty {
             self.owners.forget_if_empty(req.owner);
         }
         if let Ok(a) = &result {
@@ -257,7 +261,7 @@ impl Allocator {
                     len: n,
                     logical: l,
                 };
-                if self.disk_range_clear(ex) {
+                if self.mark_pa_blocks_used(ex)? {
                     let entry = owner
                         .pas
                         .get_mut(&pa.lstart)
@@ -269,7 +273,6 @@ impl Allocator {
                     ctx.b_ex = ex;
                     ctx.f_ex = ex;
                     ctx.status = Status::Found;
-                    self.mark_diskspace_used(ex)?;
                     return Ok(Some(self.answer(
                         ctx,
                         Source::Prealloc,
@@ -399,18 +402,30 @@ impl Allocator {
         created
     }
 
-    /// Whether `ex` is clear in its group's on-disk bitmap.
-    fn disk_range_clear(&self, ex: Ex) -> bool {
-        let st = self.groups[ex.group as usize].lock.lock();
-        st.loaded
+    /// `ext4_mb_mark_diskspace_used` for the blocks of an inode PA, if they are all still
+    /// clear on disk (one lock hold for the check and the marking); `false`, with nothing
+    /// changed, if the owner was given some of them already.
+    fn mark_pa_blocks_used(&self, ex: Ex) -> Result<bool, Error> {
+        let grp = &self.groups[ex.group as usize];
+        let mut st = grp.lock.lock();
+        let clear = st
+            .loaded
             .as_ref()
-            .is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len))
+            .is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len));
+        if clear {
+            self.mark_locked(grp, &mut st, ex)?;
+        }
+        Ok(clear)
     }
 
     /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk.
     fn mark_diskspace_used(&self, ex: Ex) -> Result<(), Error> {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
+        self.mark_locked(grp, &mut st, ex)
+    }
+
+    fn mark_locked(&self, grp: &Group, st: &mut GroupState, ex: Ex) -> Result<(), Error> {
         if grp.is_corrupt() {
             return Err(self.corrupt_error(ex.group));
         }

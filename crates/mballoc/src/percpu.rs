@@ -145,7 +145,11 @@ mod tests {
         });
         let want: i64 = 1_000_000
             + (0..6i64)
-                .map(|t| (0..10_000i64).map(|i| if (i + t) % 3 == 0 { -7 } else { 5 }).sum::<i64>())
+                .map(|t| {
+                    (0..10_000i64)
+                        .map(|i| if (i + t) % 3 == 0 { -7 } else { 5 })
+                        .sum::<i64>()
+                })
                 .sum::<i64>();
         assert_eq!(c.sum(), want);
         assert!((c.read() - want).abs() <= PerCpuCounter::max_error());
