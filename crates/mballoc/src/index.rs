@@ -9,23 +9,45 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Groups present at one order, iterated by ascending group number.
+///
+/// Two levels: a bit per group, and a summary bit per 64-group word that is set while the
+/// word may be non-zero. A huge filesystem's index is mostly empty at most orders (131072
+/// groups = 2048 words per order), and a scan over all orders must not read every word.
 pub struct GroupSet {
     words: Box<[AtomicU64]>,
+    summary: Box<[AtomicU64]>,
     len: u32,
 }
 
 impl GroupSet {
     fn new(len: u32) -> Self {
+        let words = len.div_ceil(64);
         GroupSet {
-            words: (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            summary: (0..words.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             len,
         }
     }
+    /// The word first, then its summary bit: a reader that sees the summary bit finds the
+    /// group (SeqCst orders the pair against a concurrent `remove` of the word's last group).
     pub fn insert(&self, g: u32) {
-        self.words[(g / 64) as usize].fetch_or(1 << (g % 64), Ordering::Relaxed);
+        let w = (g / 64) as usize;
+        self.words[w].fetch_or(1 << (g % 64), Ordering::SeqCst);
+        self.summary[w / 64].fetch_or(1 << (w % 64), Ordering::SeqCst);
     }
+    /// Clears the group; the summary bit goes only if the word is empty, re-set if an
+    /// `insert` raced in between.
     pub fn remove(&self, g: u32) {
-        self.words[(g / 64) as usize].fetch_and(!(1 << (g % 64)), Ordering::Relaxed);
+        let w = (g / 64) as usize;
+        let bit = 1u64 << (g % 64);
+        if self.words[w].fetch_and(!bit, Ordering::SeqCst) & !bit != 0 {
+            return;
+        }
+        let sbit = 1u64 << (w % 64);
+        self.summary[w / 64].fetch_and(!sbit, Ordering::SeqCst);
+        if self.words[w].load(Ordering::SeqCst) != 0 {
+            self.summary[w / 64].fetch_or(sbit, Ordering::SeqCst);
+        }
     }
     #[cfg(test)]
     pub fn contains(&self, g: u32) -> bool {
@@ -44,12 +66,27 @@ impl GroupSet {
                 let g = w as u32 * 64 + word.trailing_zeros();
                 return (g < end).then_some(g);
             }
-            w += 1;
-            if w as u32 * 64 >= end {
-                return None;
-            }
+            w = self.next_word(w + 1, end)?;
             word = self.words[w].load(Ordering::Relaxed);
         }
+    }
+    /// First word `>= w` whose summary bit is set, if it starts below `end`.
+    fn next_word(&self, w: usize, end: u32) -> Option<usize> {
+        let words = (end as usize).div_ceil(64);
+        if w >= words {
+            return None;
+        }
+        let mut s = w / 64;
+        let mut bits = self.summary[s].load(Ordering::Relaxed) & (!0u64 << (w % 64));
+        while bits == 0 {
+            s += 1;
+            if s * 64 >= words {
+                return None;
+            }
+            bits = self.summary[s].load(Ordering::Relaxed);
+        }
+        let found = s * 64 + bits.trailing_zeros() as usize;
+        (found < words).then_some(found)
     }
     pub fn count(&self) -> u32 {
         self.words
@@ -91,6 +128,29 @@ impl OrderIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn next_matches_a_sorted_set(ops in proptest::collection::vec((0u32..9000, any::<bool>()), 0..300), probes in proptest::collection::vec((0u32..9100, 0u32..9100), 1..50)) {
+            let s = GroupSet::new(9000);
+            let mut model = std::collections::BTreeSet::new();
+            for (g, add) in ops {
+                if add {
+                    s.insert(g);
+                    model.insert(g);
+                } else {
+                    s.remove(g);
+                    model.remove(&g);
+                }
+            }
+            for (from, end) in probes {
+                let want = model.range(from..end.min(9000).max(from)).next().copied();
+                prop_assert_eq!(s.next(from, end), want, "from {} end {}", from, end);
+            }
+            prop_assert_eq!(s.count() as usize, model.len());
+        }
+    }
 
     #[test]
     fn ascending_range_iteration() {
