@@ -151,11 +151,31 @@ impl Buddy {
     }
 
     /// Adds (`add`) or removes the chunks of the free run `r` to or from the counters.
+    ///
+    /// Closed form of the greedy decomposition: with `m` the run's last `2^h`-aligned point
+    /// (`h` the highest bit where start and end differ), the chunks left of `m` are the set bits
+    /// of `m - start` and those right of it the set bits of `end - m`; a bit above the top
+    /// order stands for `2^(bit - top)` chunks of the top order.
     #[inline]
     fn count(&mut self, r: Run, add: bool) {
-        for (_, order) in self.chunks(r) {
-            let c = &mut self.counters[order as usize];
-            *c = if add { *c + 1 } else { *c - 1 };
+        if r.start >= r.end {
+            return;
+        }
+        let h = fls(r.start ^ r.end) - 1;
+        let m = (r.end >> h) << h;
+        let top = self.max_order;
+        for mut bits in [m - r.start, r.end - m] {
+            while bits != 0 {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                let (order, n) = if i > top {
+                    (top, 1 << (i - top))
+                } else {
+                    (i, 1)
+                };
+                let c = &mut self.counters[order as usize];
+                *c = if add { *c + n } else { *c - n };
+            }
         }
     }
 
