@@ -1,21 +1,30 @@
-//! Runs the churn once on mballoc and prints the allocator's mb_stats (where the time goes).
+//! Runs the churn benchmark once on mballoc and prints ns per pair and, with `--stats`, the
+//! allocator's `mb_stats` (which criteria served the requests, extents measured per request).
+//!
+//! `cargo run --release -p mballoc-lab --example churn_stats -- [POLICY] [--quick] [--stats]`
 use mballoc::{Geometry, Policy};
 use mballoc_lab::bench::churn::{churn_once, ChurnConfig};
 use mballoc_lab::bench::peers::mballoc::MballocPeer;
 
-fn main() {
-    let cfg = if std::env::args().any(|a| a == "--quick") {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let cfg = if flag("--quick") {
         ChurnConfig::quick()
     } else {
         ChurnConfig::full()
     };
-    let policy =
-        Policy::from_name(&std::env::args().nth(1).unwrap_or("linux-6.18".into())).unwrap();
-    let geo = Geometry::new(4096, cfg.per_group, cfg.size, 0, 16).unwrap();
-    let mut p = MballocPeer::new(geo, policy, 1, cfg.commit_every).unwrap();
-    let r = churn_once(&mut p, &cfg).unwrap();
+    let name = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map_or("linux-6.18", String::as_str);
+    let policy = Policy::from_name(name)?;
+    let geo = Geometry::new(4096, cfg.per_group, cfg.size, 0, 16)?;
+    let mut p = MballocPeer::new(geo, policy, 1, cfg.commit_every)?;
+    let r = churn_once(&mut p, &cfg)?;
     println!("ns/pair {:.0}", r.ns_per_pair);
-    if std::env::args().any(|a| a == "--stats") {
+    if flag("--stats") {
         println!("{}", p.allocator().stats().to_proc_text());
     }
+    Ok(())
 }
