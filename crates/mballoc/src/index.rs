@@ -6,7 +6,7 @@
 //! the group locks; an atomic bitset per order gives the same order and the same lock-free
 //! reads, at one bit per group and order.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 
 /// Groups present at one order, iterated by ascending group number.
 ///
@@ -125,7 +125,7 @@ impl OrderIndex {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
@@ -166,5 +166,104 @@ mod tests {
         assert!(!s.contains(64) && s.contains(65));
         assert_eq!(s.next(6, 300), Some(65));
         assert_eq!(s.count(), 3);
+    }
+}
+
+/// Model checks of the insert/remove protocol on one word
+/// (`RUSTFLAGS="--cfg loom" cargo test --release -p mballoc --lib loom_`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// The quiescent invariant: every non-zero word has its summary bit (a set bit over an
+    /// empty word is allowed: it only costs a scan one word read).
+    fn assert_consistent(s: &GroupSet) {
+        for (w, word) in s.words.iter().enumerate() {
+            let word = word.load(Ordering::SeqCst);
+            let summary = s.summary[w / 64].load(Ordering::SeqCst) >> (w % 64) & 1 == 1;
+            assert!(
+                word == 0 || summary,
+                "word {w} = {word:#x} without its summary bit"
+            );
+        }
+    }
+
+    /// Groups 3 and 5 of word 1 (groups 67 and 69), so that `next(0, ..)` reaches them
+    /// through the summary bit (the first word is read without it).
+    const W1: u32 = 64;
+
+    /// Group 3 inserted while group 5, the word's only group, is removed: the remover's
+    /// summary clear must not hide group 3.
+    #[test]
+    fn loom_insert_races_remove_of_last_group() {
+        loom::model(|| {
+            let s = Arc::new(GroupSet::new(128));
+            s.insert(W1 + 5);
+            let a = {
+                let s = s.clone();
+                thread::spawn(move || s.insert(W1 + 3))
+            };
+            let b = {
+                let s = s.clone();
+                thread::spawn(move || s.remove(W1 + 5))
+            };
+            a.join().unwrap();
+            b.join().unwrap();
+            assert_consistent(&s);
+            assert!(s.contains(W1 + 3) && !s.contains(W1 + 5));
+            assert_eq!(s.next(0, 128), Some(W1 + 3));
+            assert_eq!(s.next(W1 + 4, 128), None);
+        });
+    }
+
+    /// One thread inserts and removes group 1 while another inserts group 2 of the same
+    /// word: whichever order, group 2 stays findable.
+    #[test]
+    fn loom_interleaved_insert_remove_same_word() {
+        loom::model(|| {
+            let s = Arc::new(GroupSet::new(128));
+            let a = {
+                let s = s.clone();
+                thread::spawn(move || {
+                    s.insert(W1 + 1);
+                    s.remove(W1 + 1);
+                })
+            };
+            let b = {
+                let s = s.clone();
+                thread::spawn(move || s.insert(W1 + 2))
+            };
+            a.join().unwrap();
+            b.join().unwrap();
+            assert_consistent(&s);
+            assert_eq!(s.next(0, 128), Some(W1 + 2));
+            assert_eq!(s.count(), 1);
+        });
+    }
+
+    /// The word's two groups removed by two threads while a third inserts another: both
+    /// removers may see the word empty and clear the summary bit, after the insert set it.
+    #[test]
+    fn loom_two_removers_race_insert() {
+        loom::model(|| {
+            let s = Arc::new(GroupSet::new(128));
+            s.insert(W1 + 1);
+            s.insert(W1 + 2);
+            let threads: Vec<_> = [(W1 + 1, false), (W1 + 2, false), (W1 + 3, true)]
+                .into_iter()
+                .map(|(g, insert)| {
+                    let s = s.clone();
+                    thread::spawn(move || if insert { s.insert(g) } else { s.remove(g) })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert_consistent(&s);
+            assert_eq!(s.next(0, 128), Some(W1 + 3));
+            assert_eq!(s.count(), 1);
+        });
     }
 }

@@ -32,6 +32,7 @@ pub mod size_class;
 pub mod source;
 pub mod stats;
 pub mod store;
+mod sync;
 pub mod tunables;
 
 pub use allocator::{Allocator, Builder, SharedAllocator};

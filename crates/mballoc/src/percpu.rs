@@ -2,11 +2,16 @@
 //! (`percpu_counter`, `DEFINE_PER_CPU`): a thread only writes its own cache line, so
 //! counters bumped on every request do not bounce between cores; readers sum the shards.
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use crate::sync::{AtomicI64, Ordering};
 
 /// Shards per variable. Threads beyond this share shards (their updates stay atomic and
 /// exact, only the cache-line isolation is lost).
+#[cfg(not(loom))]
 const SHARDS: usize = 32;
+/// Two shards under the loom model check, whose state grows with every atomic (and three
+/// threads are enough to make two share one).
+#[cfg(loom)]
+const SHARDS: usize = 2;
 
 /// A value alone on its cache lines (128 bytes: adjacent-line prefetch pairs lines), for
 /// per-thread shards and for neighbouring locks that different threads take.
@@ -100,8 +105,10 @@ impl PerCpuCounter {
 }
 
 /// The calling thread's shard number: threads are numbered in the order they first ask.
+#[cfg(not(loom))]
 #[inline]
 fn this_shard() -> usize {
+    use crate::sync::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
@@ -109,7 +116,23 @@ fn this_shard() -> usize {
     SHARD.with(|s| *s)
 }
 
-#[cfg(test)]
+/// Under loom: loom atomics cannot sit in a `static`, and a shared counter would add an
+/// atomic (and its interleavings) to every model. A model must also pick the same shard in
+/// every execution, which rules out hashing loom's `ThreadId` (it carries the execution's
+/// id); its `Debug` form prints the thread's index within the execution (`ThreadId(2)`:
+/// main is 0, then spawn order), so thread `i` takes shard `i % SHARDS`.
+#[cfg(loom)]
+fn this_shard() -> usize {
+    let id = format!("{:?}", loom::thread::current().id());
+    let n: usize = id
+        .trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse()
+        .expect("loom ThreadId's Debug form is ThreadId(<index>)");
+    n % SHARDS
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
@@ -153,5 +176,53 @@ mod tests {
                 .sum::<i64>();
         assert_eq!(c.sum(), want);
         assert!((c.read() - want).abs() <= PerCpuCounter::max_error());
+    }
+}
+
+/// Model checks (`RUSTFLAGS="--cfg loom" cargo test --release -p mballoc --lib loom_`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Each worker adds 20 then 20: the second add crosses `BATCH` and folds the shard into
+    /// the total, racing the other worker's adds.
+    fn two_workers(share_a_shard: bool) {
+        let c = Arc::new(PerCpuCounter::new(100));
+        let worker = |c: &Arc<PerCpuCounter>| {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.add(20);
+                c.add(20);
+                this_shard()
+            })
+        };
+        let a = worker(&c);
+        if share_a_shard {
+            // Thread i takes shard i % SHARDS: an idle thread in between puts the next
+            // worker on the first one's shard.
+            for _ in 1..SHARDS {
+                thread::spawn(|| ()).join().unwrap();
+            }
+        }
+        let b = worker(&c);
+        let (sa, sb) = (a.join().unwrap(), b.join().unwrap());
+        assert_eq!(sa == sb, share_a_shard, "shards {sa} and {sb}");
+        assert_eq!(c.sum(), 180);
+        assert!((c.read() - 180).abs() <= PerCpuCounter::max_error());
+    }
+
+    /// Two threads on their own shards, both folding into the shared total.
+    #[test]
+    fn loom_counter_sum_exact_and_read_close() {
+        loom::model(|| two_workers(false));
+    }
+
+    /// Two threads on one shard: one's add can land between the other's `fetch_add` and the
+    /// `fetch_sub` of what it folds.
+    #[test]
+    fn loom_counter_shared_shard_sum_exact() {
+        loom::model(|| two_workers(true));
     }
 }

@@ -1,0 +1,13 @@
+//! The atomics of the lock-free structures that the `loom` model checks cover
+//! ([`crate::index::GroupSet`], [`crate::percpu::PerCpuCounter`]): loom's under
+//! `--cfg loom`, std's otherwise.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test --release -p mballoc --lib loom_
+//! ```
+
+#[cfg(loom)]
+#[allow(unused_imports)] // AtomicUsize: percpu's thread numbering uses no atomic under loom
+pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
