@@ -47,7 +47,6 @@ pub struct Allocator {
     pub(crate) free_blocks: PerCpuCounter,
     /// Blocks freed but not yet committed (`s_mb_free_pending`).
     pub(crate) free_pending: PerCpuCounter,
-    /// `discard_pa_seq`: bumped by every buddy change, sampled by the ENOSPC retry.
     /// `discard_pa_seq`: bumped (on this thread's shard) whenever blocks enter or leave the
     /// buddy; an ENOSPC retry compares its start value with the sum.
     pub(crate) discard_seq: PerCpu<AtomicU64>,
@@ -425,6 +424,19 @@ impl Allocator {
         }
     }
 
+    /// Blocks entered or left a buddy: bump this thread's `discard_pa_seq`.
+    pub(crate) fn bump_discard_seq(&self) {
+        self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `ext4_get_discard_pa_seq_sum`.
+    pub(crate) fn discard_seq_sum(&self) -> u64 {
+        self.discard_seq
+            .iter()
+            .map(|s| s.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Checks every loaded group's buddy against a regeneration from its bitmap, and the
     /// global counters against the groups (test support; cheap enough for property tests).
     pub fn check_consistency(&self) -> Result<(), String> {
@@ -536,15 +548,5 @@ mod tests {
     #[test]
     fn allocator_is_send_and_sync() {
         assert_send_sync::<Allocator>();
-    }
-}
-
-impl Allocator {
-    /// `ext4_get_discard_pa_seq_sum`.
-    pub(crate) fn discard_seq_sum(&self) -> u64 {
-        self.discard_seq
-            .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .sum()
     }
 }

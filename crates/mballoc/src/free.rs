@@ -156,7 +156,7 @@ impl Allocator {
             }
             self.free_pending.add(-i64::from(released));
             grp.clear_flag(state::WAS_TRIMMED);
-            self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
+            self.bump_discard_seq();
             self.publish(grp, &mut st, optimize);
         }
     }
@@ -254,7 +254,7 @@ impl Allocator {
             return;
         }
         add(&self.stats.discarded, freed);
-        self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
+        self.bump_discard_seq();
         let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
     }

@@ -9,7 +9,6 @@ use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::normalize::{group_or_file, normalize};
-use crate::percpu::PerCpuCounter;
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
 use crate::stats::{add, bump};
@@ -23,15 +22,8 @@ impl Allocator {
         let tun = self.tun.load();
         let mut len = req.len.min(self.geo.blocks_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
-            // ext4_claim_free_clusters: halve the request until it fits the free count, read
-            // from the shared total unless that is within its error of the request
-            // (ext4_has_free_clusters' watermark), then summed exactly.
-            let approx = self.free_blocks.read();
-            let free = if approx - i64::from(len) < 4 * PerCpuCounter::max_error() {
-                self.free_blocks()
-            } else {
-                approx as u64
-            };
+            // ext4_claim_free_clusters: halve the request until it fits the free count.
+            let free = self.free_blocks.read_near(i64::from(len)).max(0) as u64;
             while u64::from(len) > free {
                 len /= 2;
                 if len == 0 {

@@ -98,6 +98,18 @@ impl PerCpuCounter {
                 .sum::<i64>()
     }
 
+    /// [`PerCpuCounter::read`], or the exact sum when the read lies within the counter's
+    /// possible error of `need` (`ext4_has_free_clusters`' watermark: four times the error):
+    /// cheap while far from the limit, exact near it.
+    pub fn read_near(&self, need: i64) -> i64 {
+        let approx = self.read();
+        if approx - need < 4 * Self::max_error() {
+            self.sum()
+        } else {
+            approx
+        }
+    }
+
     /// How far [`PerCpuCounter::read`] can be from the sum.
     pub fn max_error() -> i64 {
         Self::BATCH * SHARDS as i64

@@ -330,7 +330,7 @@ impl Allocator {
         ctx.b_ex.len = ctx.b_ex.len.min(ctx.g_ex.len);
         ctx.b_ex.logical = ctx.g_ex.logical;
         let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
-        self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
+        self.bump_discard_seq();
         self.publish(grp, st, ctx.tun.mb_optimize_scan);
         self.claim_class(ctx, grp);
         ctx.f_ex = ctx.b_ex;
