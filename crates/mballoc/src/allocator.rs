@@ -309,12 +309,7 @@ impl Allocator {
     /// Free extents of a group's in-core bitmap as `(start_in_group, len)`: what the
     /// allocator can hand out now.
     pub fn free_extents(&self, g: u32) -> Result<Vec<(u32, u32)>, Error> {
-        self.with_loaded(g, |l| {
-            l.buddy
-                .bitmap()
-                .zero_runs(0, l.buddy.group_size())
-                .collect()
-        })
+        self.with_loaded(g, |l| l.buddy.free_runs().collect())
     }
 
     /// The on-disk view of a group: blocks in use by owners.
@@ -459,7 +454,7 @@ impl Allocator {
                     ));
                 }
                 for p in &st.pending {
-                    if !l.buddy.bitmap().all_set(p.start, p.start + p.len)
+                    if !l.buddy.all_used(p.start, p.start + p.len)
                         || !l.disk.all_clear(p.start, p.start + p.len)
                     {
                         return Err(format!(
@@ -470,7 +465,7 @@ impl Allocator {
                 }
                 // Everything on disk is in use in-core too.
                 for (s, n) in l.disk.one_runs(0, len) {
-                    if !l.buddy.bitmap().all_set(s, s + n) {
+                    if !l.buddy.all_used(s, s + n) {
                         return Err(format!(
                             "group {}: disk-used [{s}, +{n}) free in-core",
                             grp.no

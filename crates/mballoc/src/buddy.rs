@@ -1,5 +1,5 @@
-//! The buddy of one group: the in-core order-0 bitmap, the free runs it holds, and the
-//! per-order chunk counters of the buddy system derived from them.
+//! The buddy of one group: its free runs (the in-core view: what may be handed out now) and
+//! the per-order chunk counters of the buddy system derived from them.
 //!
 //! Kernel counterparts: `ext4_mb_generate_buddy`, `ext4_mb_mark_free_simple`,
 //! `mb_find_order_for_block`, `mb_find_extent`, `mb_mark_used`, `mb_free_blocks`.
@@ -12,6 +12,11 @@
 //! search, and an allocation or a free edits one or two runs and re-counts their chunks.
 //! Counters, chunk orders and `mb_find_extent` results are exactly the kernel's (checked
 //! against a chunk-by-chunk walk and a from-scratch regeneration in the tests).
+//!
+//! Nor do we keep the kernel's order-0 in-core bitmap: it is the complement of the runs, and
+//! every question asked of it (is this cluster free, is this range wholly in use) is one binary
+//! search over them. Dropping it halves a loaded group's memory and takes a 4 KiB bitmap's
+//! cache lines off every allocation and every committed free.
 
 use crate::bitmap::Bitmap;
 use crate::runs::{FreeRuns, Run};
@@ -21,10 +26,8 @@ pub const MAX_ORDERS: usize = 18;
 
 #[derive(Clone, Debug)]
 pub struct Buddy {
-    /// Order 0: bit set = cluster unavailable (used, preallocated, freed but not committed, or
-    /// beyond the end of the group). Length `8 * block_size` like `s_mb_maxs[0]`.
-    bitmap: Bitmap,
-    /// The free runs of `bitmap` below `group_size`.
+    /// The free clusters below `group_size`; everything else is unavailable (used,
+    /// preallocated, freed but not committed, or beyond the end of the group).
     runs: FreeRuns,
     counters: [u32; MAX_ORDERS],
     /// Clusters per group (`EXT4_CLUSTERS_PER_GROUP`): the bound of scans.
@@ -70,15 +73,27 @@ impl Buddy {
     /// `in_use` covers the group's `valid` clusters; clusters from `valid` up to the bitmap
     /// size are marked in use, as `ext4_mark_bitmap_end` does for the last group.
     pub fn generate(in_use: &Bitmap, valid: u32, group_size: u32, bsbits: u32) -> Buddy {
-        let bits = 8u32 << bsbits;
-        let mut bitmap = Bitmap::full(bits);
-        bitmap.clear_range(0, valid.min(group_size));
-        for (s, l) in in_use.one_runs(0, valid.min(in_use.len())) {
-            bitmap.set_range(s, s + l);
+        let limit = valid.min(group_size);
+        let seen = limit.min(in_use.len());
+        let mut runs: Vec<Run> = in_use
+            .zero_runs(0, seen)
+            .map(|(s, l)| Run {
+                start: s,
+                end: s + l,
+            })
+            .collect();
+        // Clusters the bitmap does not cover but the group holds are free.
+        if seen < limit {
+            match runs.last_mut() {
+                Some(r) if r.end == seen => r.end = limit,
+                _ => runs.push(Run {
+                    start: seen,
+                    end: limit,
+                }),
+            }
         }
         let mut b = Buddy {
-            bitmap,
-            runs: FreeRuns::new(Vec::new()),
+            runs: FreeRuns::new(runs),
             counters: [0; MAX_ORDERS],
             group_size,
             max_order: bsbits + 1,
@@ -86,15 +101,6 @@ impl Buddy {
             fragments: 0,
             first_free: group_size,
         };
-        let runs: Vec<Run> = b
-            .bitmap
-            .zero_runs(0, group_size)
-            .map(|(s, l)| Run {
-                start: s,
-                end: s + l,
-            })
-            .collect();
-        b.runs = FreeRuns::new(runs);
         for i in 0..b.runs.len() {
             let r = b.runs.get(i).expect("in range");
             b.first_free = b.first_free.min(r.start);
@@ -117,8 +123,25 @@ impl Buddy {
     pub fn counters(&self) -> &[u32] {
         &self.counters[..=self.max_order as usize]
     }
-    pub fn bitmap(&self) -> &Bitmap {
-        &self.bitmap
+    /// The in-core order-0 bitmap the kernel keeps (bit set = unavailable), `8 * block_size`
+    /// bits like `s_mb_maxs[0]`, built from the runs (checks and tests).
+    pub fn in_use_bitmap(&self) -> Bitmap {
+        let mut bm = Bitmap::full(1 << (self.max_order + 2));
+        for r in self.free_runs() {
+            bm.clear_range(r.0, r.0 + r.1);
+        }
+        bm
+    }
+    /// The free runs as `(start, len)`, in address order.
+    pub fn free_runs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        (0..self.runs.len()).filter_map(|i| self.runs.get(i).map(|r| (r.start, r.len())))
+    }
+    /// Whether every cluster of `[start, end)` is unavailable (no free run meets it).
+    #[inline]
+    pub fn all_used(&self, start: u32, end: u32) -> bool {
+        self.runs
+            .get(self.runs.run_from(start))
+            .is_none_or(|r| r.start >= end)
     }
     pub fn group_size(&self) -> u32 {
         self.group_size
@@ -135,10 +158,10 @@ impl Buddy {
             .map_or(-1, |o| o as i32)
     }
 
-    /// Whether cluster `c` is free in the in-core bitmap.
+    /// Whether cluster `c` is free in-core.
     #[inline]
     pub fn is_free(&self, c: u32) -> bool {
-        c < self.group_size && !self.bitmap.get(c)
+        self.run_at(c).is_some()
     }
 
     #[inline]
@@ -271,7 +294,6 @@ impl Buddy {
         if self.first_free == start {
             self.first_free += len;
         }
-        self.bitmap.set_range(start, end);
         ret
     }
 
@@ -317,7 +339,6 @@ impl Buddy {
             }
         }
         self.count(merged, true);
-        self.bitmap.clear_range(first, end);
         self.free += count;
         self.first_free = self.first_free.min(first);
     }
@@ -347,9 +368,10 @@ impl Buddy {
     }
     /// First used cluster at or after `from` (or the group size).
     pub fn next_used(&self, from: u32) -> u32 {
-        self.bitmap
-            .find_next_set(from, self.group_size)
-            .unwrap_or(self.group_size)
+        match self.run_at(from) {
+            Some((_, r)) => r.end,
+            None => from.min(self.group_size),
+        }
     }
 
     /// The extents the complex scan measures from `from`, in address order: the free runs
@@ -371,12 +393,19 @@ impl Buddy {
         self.scan_extents(from, len, true).next().map(|(s, _)| s)
     }
 
-    /// Checks every derived value against a regeneration from the bitmap (test support).
+    /// Checks the runs' invariants and every derived value against a regeneration (test
+    /// support).
     pub fn check(&self, bsbits: u32) -> Result<(), String> {
-        let mut inuse = Bitmap::new(self.group_size);
-        for (s, l) in self.bitmap.one_runs(0, self.group_size) {
-            inuse.set_range(s, s + l);
+        let mut prev: Option<Run> = None;
+        for i in 0..self.runs.len() {
+            let r = self.runs.get(i).expect("in range");
+            if r.start >= r.end || r.end > self.group_size || prev.is_some_and(|p| p.end >= r.start)
+            {
+                return Err(format!("free runs not sorted, disjoint and apart at {r:?}"));
+            }
+            prev = Some(r);
         }
+        let inuse = self.in_use_bitmap();
         let fresh = Buddy::generate(&inuse, self.group_size, self.group_size, bsbits);
         if fresh.counters != self.counters {
             return Err(format!(
@@ -487,10 +516,11 @@ mod tests {
     /// (`ext4_mb_generate_buddy` with `ext4_mb_mark_free_simple`): `orders[o]` bit `j` set =
     /// `[j << o, (j + 1) << o)` is a maximal free chunk.
     fn kernel_orders(b: &Buddy) -> Vec<Bitmap> {
-        let bits = b.bitmap.len();
+        let bm = b.in_use_bitmap();
+        let bits = bm.len();
         let mut orders: Vec<Bitmap> = (0..=b.max_order).map(|o| Bitmap::new(bits >> o)).collect();
         let border = 1u32 << b.max_order;
-        for (mut first, mut len) in b.bitmap.zero_runs(0, b.group_size) {
+        for (mut first, mut len) in bm.zero_runs(0, b.group_size) {
             while len > 0 {
                 let order = (first | border)
                     .trailing_zeros()
@@ -512,7 +542,8 @@ mod tests {
 
     /// The kernel's chunk-by-chunk `mb_find_extent`, as a reference for the closed form.
     fn find_extent_walk(b: &Buddy, block: u32, needed: u32) -> u32 {
-        if block >= b.group_size || b.bitmap.get(block) {
+        let bm = b.in_use_bitmap();
+        if block >= b.group_size || bm.get(block) {
             return 0;
         }
         let orders = kernel_orders(b);
@@ -524,7 +555,7 @@ mod tests {
                 break;
             }
             let next = (idx + 1) << order;
-            if b.bitmap.get(next) {
+            if bm.get(next) {
                 break;
             }
             order = order_at(&orders, next);
@@ -611,7 +642,7 @@ mod tests {
             let b = sample(&used);
             // The walk of the complex scan over the bitmap: from `from`, skip the free runs
             // shorter than `len`.
-            let bm = b.bitmap();
+            let bm = &b.in_use_bitmap();
             let mut i = from;
             let naive = loop {
                 let Some(s) = bm.find_next_zero(i, 4000) else { break None };
@@ -653,6 +684,8 @@ mod tests {
                 }
                 prop_assert!(b.check(9).is_ok(), "{:?}", b.check(9));
                 prop_assert_eq!(b.free(), 4096 - used.count_ones(0, 4096));
+                let runs: Vec<(u32, u32)> = b.free_runs().collect();
+                prop_assert_eq!(runs, used.zero_runs(0, 4096).collect::<Vec<_>>());
                 let orders = kernel_orders(&b);
                 for o in 0..=b.max_order {
                     prop_assert_eq!(b.counters()[o as usize], orders[o as usize].count_ones(0, orders[o as usize].len()));

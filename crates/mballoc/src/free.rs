@@ -211,7 +211,7 @@ impl Allocator {
         }
         let mut freed = 0u64;
         for (s, n) in runs {
-            if l.buddy.bitmap().all_set(s, s + n) {
+            if l.buddy.all_used(s, s + n) {
                 l.buddy.free_blocks(s, n);
                 freed += u64::from(n);
             }

@@ -428,7 +428,7 @@ impl Allocator {
             });
         };
         if !l.disk.all_clear(ex.start, ex.start + ex.len)
-            || !l.buddy.bitmap().all_set(ex.start, ex.start + ex.len)
+            || !l.buddy.all_used(ex.start, ex.start + ex.len)
         {
             let reason = format!(
                 "allocated [{}, +{}) overlaps blocks in use",
