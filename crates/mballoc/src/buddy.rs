@@ -261,14 +261,7 @@ impl Buddy {
             debug_assert!(false, "mark_used of a used cluster: [{start}, {end})");
             return 0;
         };
-        let mut ret = 0;
-        for (cs, order) in self.chunks(r) {
-            let ce = cs + (1 << order);
-            if ce > start && cs < end && (cs < start || ce > end) {
-                ret = (end - cs.max(start)) | (order << 16);
-                break;
-            }
-        }
+        let ret = self.split_chunk(r, start, end);
         self.count(r, false);
         let (left, right) = (Run { end: start, ..r }, Run { start: end, ..r });
         match (start > r.start, end < r.end) {
@@ -295,6 +288,22 @@ impl Buddy {
             self.first_free += len;
         }
         ret
+    }
+
+    /// `mb_mark_used`'s walk: from `start`, whole chunks inside `[start, end)` are taken as they
+    /// are; the first chunk that is not (it starts before `start` or ends after `end`) is split.
+    #[inline]
+    fn split_chunk(&self, r: Run, start: u32, end: u32) -> u32 {
+        let mut at = start;
+        while at < end {
+            let order = self.order_in(r, at);
+            let mask = (1u32 << order) - 1;
+            if at & mask != 0 || at + mask >= end {
+                return (end - at) | (order << 16);
+            }
+            at += mask + 1;
+        }
+        0
     }
 
     /// Frees `[first, first + count)` into the buddy (`mb_free_blocks`). Every cluster must be
