@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use crossbeam_utils::atomic::AtomicCell;
 use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
@@ -25,8 +26,10 @@ use crate::tunables::{possible_cpus, Tunables};
 /// `Arc` and call it from any number of threads.
 pub struct Allocator {
     pub(crate) geo: Geometry,
-    /// Read by every request without a lock (a reader never waits for `set_tunable`).
-    pub(crate) tun: ArcSwap<Tunables>,
+    /// Copied by every request without a lock or a read-modify-write (a seqlock read: the
+    /// kernel reads its sysfs tunables as plain ints), so readers never touch a shared cache
+    /// line in write mode and never wait for `set_tunable`.
+    pub(crate) tun: AtomicCell<Tunables>,
     /// Serialises `set_tunable` calls.
     tun_writer: Mutex<()>,
     pub(crate) groups: Box<[Group]>,
@@ -165,7 +168,7 @@ impl Builder {
                     .map(|_| Padded(AtomicU32::new(0)))
                     .collect(),
             ),
-            tun: ArcSwap::from_pointee(tun),
+            tun: AtomicCell::new(tun),
             tun_writer: Mutex::new(()),
             groups,
             lgs: (0..self.cpus)
@@ -224,14 +227,14 @@ impl Allocator {
 
     /// A copy of the current tunables.
     pub fn tunables(&self) -> Tunables {
-        Tunables::clone(&self.tun.load())
+        self.tun.load()
     }
 
     /// Sets one tunable by name (see [`Tunables::set`]); takes effect for later requests.
     pub fn set_tunable(&self, name: &str, value: &str) -> Result<(), Error> {
         let _writer = self.tun_writer.lock();
-        let t = self.tun.load_full();
-        let mut new = Tunables::clone(&t);
+        let t = self.tun.load();
+        let mut new = t;
         new.set(name, value, &self.geo)?;
         if new.nr_global_goals != t.nr_global_goals {
             self.goals.store(Arc::new(
@@ -247,7 +250,7 @@ impl Allocator {
                 self.publish(g, &mut st, new.mb_optimize_scan);
             }
         }
-        self.tun.store(Arc::new(new));
+        self.tun.store(new);
         Ok(())
     }
 

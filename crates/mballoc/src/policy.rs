@@ -93,7 +93,7 @@ impl std::str::FromStr for Policy {
 /// Applies `name=value` settings in order, on top of a preset. A malformed pair, unknown name or
 /// bad value is an error naming what is valid, and leaves `t` unchanged.
 pub fn apply_settings(t: &mut Tunables, settings: &[String], geo: &Geometry) -> Result<(), Error> {
-    let mut next = t.clone();
+    let mut next = *t;
     for kv in settings {
         let (name, value) = kv.split_once('=').ok_or_else(|| Error::InvalidTunable {
             name: kv.clone(),
@@ -137,7 +137,7 @@ mod tests {
     fn settings_apply_atomically() {
         let g = Geometry::ext4_default(1 << 30).unwrap();
         let mut t = Policy::Linux618.tunables(&g, 2);
-        let before = t.clone();
+        let before = t;
         let bad = [
             "nr_global_goals=1".to_string(),
             "size_classes=maybe".to_string(),

@@ -16,7 +16,7 @@ pub enum KernelFlavor {
 }
 
 /// The knobs of one allocator. Field names follow sysfs where the kernel has one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tunables {
     /// Files with at most this many blocks share per-CPU locality-group preallocations.
     pub mb_stream_req: u32,
@@ -279,7 +279,7 @@ mod tests {
         assert!(t.set("mb_order2_req", "100", &g).is_ok());
         assert!(t.set("mb_stream_req", "0x20", &g).is_ok());
         assert_eq!(t.mb_stream_req, 32);
-        let before = t.clone();
+        let before = t;
         let err = t.set("no_such_knob", "1", &g).unwrap_err();
         assert!(err.to_string().contains("mb_stream_req"), "{err}");
         assert_eq!(t, before, "a rejected set changes nothing");
