@@ -70,6 +70,11 @@ fn quick_threads_and_huge_report_their_figures() {
     let t = &v["threads"];
     assert!(t["two_vs_one"]["linux-6.18"].as_f64().unwrap() > 0.0);
     assert!(t["v618_vs_v616"]["1"].as_f64().unwrap() > 0.0);
+    assert!(t["ceiling"]["2"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        t["ceiling_runs_ops_per_s"]["2"].as_array().unwrap().len(),
+        1
+    );
     for h in v["huge"]["systems"].as_array().unwrap() {
         assert!(h["all"]["calls"].as_u64().unwrap() > 0);
         let loaded = h["loaded_groups"].as_u64().unwrap();

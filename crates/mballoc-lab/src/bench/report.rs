@@ -99,6 +99,14 @@ fn render_threads(s: &mut String, t: &ThreadsReport) {
             2.0 * r
         );
     }
+    for (n, c) in &t.ceiling {
+        let _ = writeln!(
+            s,
+            "machine ceiling, {n} threads on allocators of their own (linux-6.18): per-thread \
+             rate ratio {c:.2} (total {:.2}x)",
+            f64::from(*n) * c
+        );
+    }
     for (n, r) in &t.v618_vs_v616 {
         let _ = writeln!(
             s,

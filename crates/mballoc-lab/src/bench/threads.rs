@@ -3,6 +3,11 @@
 //! physical end of the file's last extent, and frees whole (a truncate, then a journal commit)
 //! when full. Driven directly on one shared [`Allocator`]; the figure is allocations per second
 //! per thread, for 1, 2, … threads under linux-6.16 and linux-6.18.
+//!
+//! Beside them, the machine's own ceiling: the same threads, each on an allocator of its own
+//! (linux-6.18), so nothing is shared but the machine. On a small VM two "cores" rarely give
+//! twice the work of one; the shared figure is best read against this one, measured in the
+//! same run.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -101,14 +106,16 @@ impl File {
     }
 }
 
-/// Runs W1 with `threads` threads for `seconds`; returns the total allocations.
-fn run_point(a: &Allocator, cfg: &ThreadsConfig, threads: u32) -> Result<u64, BenchError> {
+/// Runs W1 with one thread per entry of `allocs` (the same allocator repeated, or one each)
+/// for `seconds`; returns the total allocations.
+fn run_point(allocs: &[&Allocator], cfg: &ThreadsConfig) -> Result<u64, BenchError> {
     let stop = AtomicBool::new(false);
-    let bs = u64::from(a.geometry().block_size());
     std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
+        let workers: Vec<_> = (0u32..)
+            .zip(allocs)
+            .map(|(t, &a)| {
                 let stop = &stop;
+                let bs = u64::from(a.geometry().block_size());
                 s.spawn(move || -> Result<u64, BenchError> {
                     let mut f = File {
                         owner: 1000 + u64::from(t),
@@ -169,6 +176,11 @@ pub struct ThreadsReport {
     pub two_vs_one: std::collections::BTreeMap<String, f64>,
     /// linux-6.18 over linux-6.16 per-thread rate, per thread count.
     pub v618_vs_v616: std::collections::BTreeMap<u32, f64>,
+    /// The machine's ceiling per thread count above 1: the per-thread rate of that many
+    /// threads on allocators of their own (linux-6.18) over one thread's on a shared one.
+    pub ceiling: std::collections::BTreeMap<u32, f64>,
+    /// Runs (allocations per second, all threads together) behind `ceiling`.
+    pub ceiling_runs_ops_per_s: std::collections::BTreeMap<u32, Vec<f64>>,
 }
 
 /// Runs W1 for every policy and thread count, `runs` times each (interleaved).
@@ -179,17 +191,31 @@ pub fn run_threads(cfg: &ThreadsConfig, runs: u32) -> Result<ThreadsReport, Benc
         .iter()
         .flat_map(|&p| cfg.threads.iter().map(move |&t| (p, t)))
         .collect();
+    let cpus = cfg.threads.iter().copied().max().unwrap_or(1);
+    let build = |p: Policy| -> Result<Allocator, BenchError> {
+        Ok(Allocator::builder(geo)
+            .cpus(cpus)
+            .tunables(p.tunables(&geo, cpus))
+            .build()?)
+    };
+    let timed = |allocs: &[&Allocator]| -> Result<f64, BenchError> {
+        let t0 = Instant::now();
+        let ops = run_point(allocs, cfg)?;
+        Ok(ops as f64 / t0.elapsed().as_secs_f64())
+    };
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); keys.len()];
+    let mut own: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
     for _ in 0..runs.max(1) {
         for (i, &(p, t)) in keys.iter().enumerate() {
-            let cpus = cfg.threads.iter().copied().max().unwrap_or(1);
-            let a = Allocator::builder(geo)
-                .cpus(cpus)
-                .tunables(p.tunables(&geo, cpus))
-                .build()?;
-            let t0 = Instant::now();
-            let ops = run_point(&a, cfg, t)?;
-            rates[i].push(ops as f64 / t0.elapsed().as_secs_f64());
+            let a = build(p)?;
+            rates[i].push(timed(&vec![&a; t as usize])?);
+        }
+        for &t in cfg.threads.iter().filter(|&&t| t > 1) {
+            let each: Vec<Allocator> = (0..t)
+                .map(|_| build(Policy::Linux618))
+                .collect::<Result<_, _>>()?;
+            let refs: Vec<&Allocator> = each.iter().collect();
+            own.entry(t).or_default().push(timed(&refs)?);
         }
     }
     let mut points: Vec<ThreadsPoint> = keys
@@ -248,11 +274,24 @@ pub fn run_threads(cfg: &ThreadsConfig, runs: u32) -> Result<ThreadsReport, Benc
             (t, if old > 0.0 { new / old } else { 0.0 })
         })
         .collect();
+    let one = per(&points, Policy::Linux618.name(), 1);
+    let ceiling = own
+        .iter()
+        .map(|(&t, r)| {
+            let per_thread = super::median(r) / f64::from(t);
+            (t, if one > 0.0 { per_thread / one } else { 0.0 })
+        })
+        .collect();
     Ok(ThreadsReport {
         config: cfg.clone(),
         runs: runs.max(1),
         points,
         two_vs_one,
         v618_vs_v616,
+        ceiling,
+        ceiling_runs_ops_per_s: own
+            .into_iter()
+            .map(|(t, r)| (t, r.iter().map(|v| v.round()).collect()))
+            .collect(),
     })
 }
