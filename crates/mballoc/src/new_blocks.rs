@@ -407,16 +407,24 @@ impl Allocator {
         if clear {
             self.mark_locked(grp, &mut st, ex)?;
         }
+        drop(st);
+        if clear {
+            self.free_blocks.add(-i64::from(ex.len));
+        }
         Ok(clear)
     }
 
     /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk.
     fn mark_diskspace_used(&self, ex: Ex) -> Result<(), Error> {
         let grp = &self.groups[ex.group as usize];
-        let mut st = grp.lock.lock();
-        self.mark_locked(grp, &mut st, ex)
+        self.mark_locked(grp, &mut grp.lock.lock(), ex)?;
+        self.free_blocks.add(-i64::from(ex.len));
+        Ok(())
     }
 
+    /// The locked part of the marking; the caller takes the blocks off the global free count
+    /// once the group lock is released (the lock is held as briefly as the kernel's, which
+    /// updates its per-CPU free counter after `ext4_unlock_group` too).
     fn mark_locked(&self, grp: &Group, st: &mut GroupState, ex: Ex) -> Result<(), Error> {
         if grp.is_corrupt() {
             return Err(self.corrupt_error(ex.group));
@@ -443,7 +451,6 @@ impl Allocator {
         l.disk.set_range(ex.start, ex.start + ex.len);
         self.journal_alloc(ex.group, ex.start, ex.len);
         st.desc_free -= ex.len;
-        self.free_blocks.add(-i64::from(ex.len));
         Ok(())
     }
 
