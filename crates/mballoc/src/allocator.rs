@@ -424,7 +424,7 @@ impl Allocator {
 
     /// Blocks entered or left a buddy: bump this thread's `discard_pa_seq`.
     pub(crate) fn bump_discard_seq(&self) {
-        self.discard_seq.local().fetch_add(1, Ordering::Relaxed);
+        crate::percpu::local_add(self.discard_seq.local(), 1);
     }
 
     /// `ext4_get_discard_pa_seq_sum`.

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::percpu::PerCpu;
+use crate::percpu::{local_add, PerCpu};
 
 /// Per-criterion counters (`s_bal_cX_*`).
 #[derive(Default)]
@@ -119,11 +119,15 @@ pub struct StatsSnapshot {
     pub class_forced: u64,
 }
 
+/// Counts one on `c`, a counter of the calling thread's [`Stats`] shard (`&stats.name`).
+#[inline]
 pub(crate) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+    local_add(c, 1);
 }
+/// Adds `n` to `c`, a counter of the calling thread's [`Stats`] shard.
+#[inline]
 pub(crate) fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Ordering::Relaxed);
+    local_add(c, n);
 }
 
 impl Stats {

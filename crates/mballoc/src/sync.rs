@@ -7,7 +7,6 @@
 //! ```
 
 #[cfg(loom)]
-#[allow(unused_imports)] // AtomicUsize: percpu's thread numbering uses no atomic under loom
-pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
