@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use crossbeam_utils::atomic::AtomicCell;
 use parking_lot::Mutex;
 
@@ -13,7 +12,7 @@ use crate::buddy::Buddy;
 use crate::cache::{GroupCache, EVICTED};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{state, Group, GroupState, Loaded};
+use crate::group::{state, Group, GroupState, GroupStates, Loaded, ReadMarks, StateBits};
 use crate::index::OrderIndex;
 use crate::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::prealloc::{LocalityGroup, OwnerTable};
@@ -33,19 +32,26 @@ pub struct Allocator {
     /// Serialises `set_tunable` calls.
     tun_writer: Mutex<()>,
     pub(crate) groups: Box<[Group]>,
+    /// Every group's `bb_state` bits, packed (see [`StateBits`]).
+    pub(crate) state: GroupStates,
+    /// Every group's "prefetch issued" mark (`BBITMAP_READ`).
+    pub(crate) read_marks: ReadMarks,
     /// `s_mb_largest_free_orders`.
     pub(crate) largest_index: OrderIndex,
     /// `s_mb_avg_fragment_size`.
     pub(crate) avg_index: OrderIndex,
-    /// `s_mb_last_groups`: one stream goal per slot.
-    pub(crate) goals: ArcSwap<Box<[Padded<AtomicU32>]>>,
+    /// `s_mb_last_groups`: one stream goal per slot, each on its own cache lines (the kernel's
+    /// array is packed; two CPUs streaming in different slots then share a line). Sized once
+    /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
+    /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
+    pub(crate) goals: Box<[Padded<AtomicU32>]>,
     /// `s_locality_groups`, one per possible CPU.
     pub(crate) lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
     pub(crate) owners: OwnerTable,
-    /// Groups with frees waiting for a commit (each once: `state::PENDING_LISTED`).
-    pub(crate) pending_groups: Mutex<Vec<u32>>,
+    /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
+    pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// The running transaction: frees join it; `commit` closes it.
-    pub(crate) tid: AtomicU64,
+    pub(crate) tid: Padded<AtomicU64>,
     /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
     pub(crate) free_blocks: PerCpuCounter,
     /// Blocks freed but not yet committed (`s_mb_free_pending`).
@@ -54,7 +60,7 @@ pub struct Allocator {
     /// buddy; an ENOSPC retry compares its start value with the sum.
     pub(crate) discard_seq: PerCpu<AtomicU64>,
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
-    pub(crate) lock_busy: AtomicU32,
+    pub(crate) lock_busy: Padded<AtomicU32>,
     pub(crate) stats: Stats,
     pub(crate) source: Arc<dyn BitmapSource>,
     /// Prefetch reads in flight (`ext4_read_block_bitmap_nowait`).
@@ -163,24 +169,24 @@ impl Builder {
             geo,
             largest_index: OrderIndex::new(geo.num_orders(), n),
             avg_index: OrderIndex::new(geo.num_orders(), n),
-            goals: ArcSwap::from_pointee(
-                (0..tun.nr_global_goals.max(1))
-                    .map(|_| Padded(AtomicU32::new(0)))
-                    .collect(),
-            ),
+            goals: (0..crate::tunables::max_global_goals(&geo))
+                .map(|_| Padded(AtomicU32::new(0)))
+                .collect(),
             tun: AtomicCell::new(tun),
             tun_writer: Mutex::new(()),
             groups,
+            state: GroupStates::new(n, state::NEED_INIT),
+            read_marks: ReadMarks::new(n),
             lgs: (0..self.cpus)
                 .map(|_| Padded(Mutex::new(LocalityGroup::default())))
                 .collect(),
             owners: OwnerTable::new(),
-            pending_groups: Mutex::new(Vec::new()),
-            tid: AtomicU64::new(1),
+            pending_groups: Padded(Mutex::new(Vec::new())),
+            tid: Padded(AtomicU64::new(1)),
             free_blocks: PerCpuCounter::new(free),
             free_pending: PerCpuCounter::new(0),
             discard_seq: PerCpu::default(),
-            lock_busy: AtomicU32::new(0),
+            lock_busy: Padded(AtomicU32::new(0)),
             stats: Stats::default(),
             readahead: ReadAhead::new(source.clone(), readers),
             cache: GroupCache::new(self.cache),
@@ -237,11 +243,10 @@ impl Allocator {
         let mut new = t;
         new.set(name, value, &self.geo)?;
         if new.nr_global_goals != t.nr_global_goals {
-            self.goals.store(Arc::new(
-                (0..new.nr_global_goals)
-                    .map(|_| Padded(AtomicU32::new(0)))
-                    .collect(),
-            ));
+            // The kernel allocates the new goals zeroed.
+            for g in &self.goals[..new.nr_global_goals as usize] {
+                g.store(0, Ordering::Relaxed);
+            }
         }
         if new.mb_optimize_scan != t.mb_optimize_scan {
             // Like a remount: groups re-enter the indexes as their orders change.
@@ -284,7 +289,7 @@ impl Allocator {
             fragments: l.buddy.fragments(),
             first_free: l.buddy.first_free(),
             counters: l.buddy.counters().to_vec(),
-            corrupt: grp.is_corrupt(),
+            corrupt: self.bits(g).is_corrupt(),
             loaded: true,
             pending: st.pending.iter().map(|p| p.len).sum(),
             desc_free: st.desc_free,
@@ -342,7 +347,7 @@ impl Allocator {
     /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`).
     pub(crate) fn load_group(&self, g: u32) -> Result<(), Error> {
         let grp = &self.groups[g as usize];
-        if !grp.has_flag(state::NEED_INIT | EVICTED) {
+        if !self.bits(g).has(state::NEED_INIT | EVICTED) {
             return Ok(());
         }
         let mut st = grp.lock.lock();
@@ -393,7 +398,7 @@ impl Allocator {
         crate::stats::bump(&self.stats.buddies_generated);
         let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
-        grp.clear_flag(state::NEED_INIT | EVICTED);
+        self.bits(grp.no).clear(state::NEED_INIT | EVICTED);
         self.note_loaded(grp.no);
         Ok(())
     }
@@ -499,14 +504,24 @@ impl Allocator {
         Ok(())
     }
 
-    pub(crate) fn stream_goal(&self, owner: u64) -> u32 {
-        let goals = self.goals.load();
-        goals[(owner % goals.len() as u64) as usize].load(Ordering::Relaxed)
+    /// Group `g`'s `bb_state` bits.
+    #[inline]
+    pub(crate) fn bits(&self, g: u32) -> &StateBits {
+        self.state.get(g)
     }
 
-    pub(crate) fn set_stream_goal(&self, owner: u64, group: u32) {
-        let goals = self.goals.load();
-        goals[(owner % goals.len() as u64) as usize].store(group, Ordering::Relaxed);
+    /// The stream goal slot of `owner` (`i_ino % s_mb_nr_global_goals`).
+    fn goal_slot(&self, owner: u64, nr_goals: u32) -> &AtomicU32 {
+        let n = u64::from(nr_goals).clamp(1, self.goals.len() as u64);
+        &self.goals[(owner % n) as usize]
+    }
+
+    pub(crate) fn stream_goal(&self, owner: u64, nr_goals: u32) -> u32 {
+        self.goal_slot(owner, nr_goals).load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_stream_goal(&self, owner: u64, nr_goals: u32, group: u32) {
+        self.goal_slot(owner, nr_goals).store(group, Ordering::Relaxed);
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {

@@ -78,11 +78,11 @@ impl Allocator {
         if st.loaded.is_none() {
             return true;
         }
-        if grp.is_corrupt() || !self.write_back_if_clean(v, &st) {
+        if self.bits(v).is_corrupt() || !self.write_back_if_clean(v, &st) {
             return false;
         }
         st.loaded = None;
-        grp.set_flag(EVICTED);
+        self.bits(v).set(EVICTED);
         self.cache.loaded.fetch_sub(1, Ordering::Relaxed);
         bump(&self.stats.evictions);
         true

@@ -49,7 +49,7 @@ impl Allocator {
         if !self.corrupt.insert(grp.no, reason) {
             return;
         }
-        grp.set_flag(state::BBITMAP_CORRUPT);
+        self.bits(grp.no).set(state::BBITMAP_CORRUPT);
         self.free_blocks.add(-i64::from(desc_free));
         bump(&self.stats.corrupt_groups);
     }
@@ -85,7 +85,7 @@ impl Allocator {
     ) -> Result<(), Error> {
         match groups
             .into_iter()
-            .find(|&g| self.groups[g as usize].is_corrupt())
+            .find(|&g| self.bits(g).is_corrupt())
         {
             Some(g) => Err(self.corrupt_error(g)),
             None => Ok(()),
@@ -102,7 +102,7 @@ impl Allocator {
             fragments: 0,
             first_free: 0,
             counters: Vec::new(),
-            corrupt: grp.is_corrupt(),
+            corrupt: self.bits(g).is_corrupt(),
             loaded: false,
             pending: 0,
             desc_free: st.desc_free,

@@ -8,7 +8,6 @@ use crate::allocator::Allocator;
 use crate::buddy::{avg_fragment_order, fls};
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::group::state;
 use crate::index::GroupSet;
 use crate::request::{Criterion, Flags};
 use crate::size_class::{SizeClass, Stage};
@@ -36,7 +35,7 @@ impl Allocator {
         }
         if ctx.flags.contains(Flags::STREAM_ALLOC) {
             ctx.g_ex.group = self
-                .stream_goal(ctx.req.owner)
+                .stream_goal(ctx.req.owner, ctx.tun.nr_global_goals)
                 .min(self.geo.group_count() - 1);
             ctx.g_ex.start = -1;
             ctx.flags.remove(Flags::HINT_TRY_GOAL);
@@ -345,15 +344,9 @@ impl Allocator {
             if !test_before_set {
                 bump(&self.stats.prefetch_desc_lookups);
             }
-            let already = if test_before_set && grp.has_flag(state::BBITMAP_READ) {
-                true
-            } else {
-                grp.flags
-                    .fetch_or(state::BBITMAP_READ, std::sync::atomic::Ordering::Relaxed)
-                    & state::BBITMAP_READ
-                    != 0
-            };
-            if !already && grp.need_init() {
+            let already = (test_before_set && self.read_marks.test(g))
+                || self.read_marks.test_and_set(g);
+            if !already && self.bits(g).need_init() {
                 if test_before_set {
                     bump(&self.stats.prefetch_desc_lookups);
                 }
@@ -377,7 +370,7 @@ impl Allocator {
         for _ in 0..nr {
             g = if g == 0 { n - 1 } else { g - 1 };
             let grp = &self.groups[g as usize];
-            if grp.need_init() && grp.bb_free() > 0 && self.load_group(g).is_err() {
+            if self.bits(g).need_init() && grp.bb_free() > 0 && self.load_group(g).is_err() {
                 break;
             }
         }

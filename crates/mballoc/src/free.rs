@@ -14,7 +14,7 @@ use crate::context::Ex;
 use crate::error::Error;
 use smallvec::SmallVec;
 
-use crate::group::{state, Group, GroupState, PendingFree};
+use crate::group::{state, GroupState, PendingFree};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::Extent;
 use crate::stats::{add, bump};
@@ -75,16 +75,16 @@ impl Allocator {
             });
             self.free_blocks.add(i64::from(c.len));
             self.free_pending.add(i64::from(c.len));
-            self.list_pending(&self.groups[c.group as usize]);
+            self.list_pending(c.group, st);
         }
         Ok(())
     }
 
     /// Puts a group with pending frees on the commit's list, once (under its group lock).
-    fn list_pending(&self, grp: &Group) {
-        if !grp.has_flag(state::PENDING_LISTED) {
-            grp.set_flag(state::PENDING_LISTED);
-            self.pending_groups.lock().push(grp.no);
+    fn list_pending(&self, g: u32, st: &mut GroupState) {
+        if !st.listed {
+            st.listed = true;
+            self.pending_groups.lock().push(g);
         }
     }
 
@@ -132,7 +132,7 @@ impl Allocator {
         for g in groups {
             let grp = &self.groups[g as usize];
             let mut st = self.lock_group(grp);
-            grp.clear_flag(state::PENDING_LISTED);
+            st.listed = false;
             let GroupState {
                 pending, loaded, ..
             } = &mut *st;
@@ -149,13 +149,13 @@ impl Allocator {
                 false
             });
             if !pending.is_empty() {
-                self.list_pending(grp);
+                self.list_pending(g, &mut st);
             }
             if released == 0 {
                 continue;
             }
             self.free_pending.add(-i64::from(released));
-            grp.clear_flag(state::WAS_TRIMMED);
+            self.bits(g).clear(state::WAS_TRIMMED);
             self.bump_discard_seq();
             self.publish(grp, &mut st, optimize);
         }

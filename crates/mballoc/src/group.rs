@@ -1,12 +1,13 @@
 //! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
 //! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
+use crate::percpu::Padded;
 use crate::size_class::SizeClass;
 
 /// `bb_state` bits.
@@ -17,11 +18,100 @@ pub mod state {
     pub const WAS_TRIMMED: u32 = 1 << 1;
     /// Block bitmap inconsistent: never allocated from, frees ignored.
     pub const BBITMAP_CORRUPT: u32 = 1 << 2;
-    /// Prefetch already issued once (`EXT4_GROUP_INFO_BBITMAP_READ_BIT`), never cleared.
-    pub const BBITMAP_READ: u32 = 1 << 4;
-    /// On the allocator's list of groups with frees waiting for a commit (changed only under
-    /// the group lock).
-    pub const PENDING_LISTED: u32 = 1 << 5;
+}
+
+/// `EXT4_GROUP_INFO_BBITMAP_READ_BIT` of every group: prefetch already issued once, never
+/// cleared. A bitset of its own, apart from the other state bits, because 6.18 sets it with an
+/// atomic read-modify-write on every prefetch walk (seed 003): those writes bounce the one
+/// line they hit between CPUs, and that line should hold nothing else that requests read.
+/// Stored in whole padded blocks, so no other allocation shares their cache lines.
+#[derive(Debug)]
+pub struct ReadMarks(Box<[Padded<[AtomicU64; 16]>]>);
+
+impl ReadMarks {
+    pub fn new(groups: u32) -> ReadMarks {
+        let blocks = groups.div_ceil(64 * 16).max(1);
+        ReadMarks(
+            (0..blocks)
+                .map(|_| Padded(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        )
+    }
+    #[inline]
+    fn at(&self, g: u32) -> (&AtomicU64, u64) {
+        let w = (g / 64) as usize;
+        (&self.0[w / 16][w % 16], 1 << (g % 64))
+    }
+    /// Whether `g`'s mark is set (`test_bit`).
+    #[inline]
+    pub fn test(&self, g: u32) -> bool {
+        let (w, bit) = self.at(g);
+        w.load(Ordering::Relaxed) & bit != 0
+    }
+    /// Sets `g`'s mark with one atomic read-modify-write; whether it was set before
+    /// (`test_and_set_bit`).
+    #[inline]
+    pub fn test_and_set(&self, g: u32) -> bool {
+        let (w, bit) = self.at(g);
+        w.fetch_or(bit, Ordering::Relaxed) & bit != 0
+    }
+}
+
+/// Every group's `bb_state` bits, in whole padded blocks (no other allocation shares their
+/// cache lines).
+pub struct GroupStates(Box<[Padded<[StateBits; 32]>]>);
+
+impl GroupStates {
+    /// `groups` groups, each with `bits` set.
+    pub fn new(groups: u32, bits: u32) -> GroupStates {
+        GroupStates(
+            (0..groups.div_ceil(32).max(1))
+                .map(|_| Padded(std::array::from_fn(|_| StateBits::new(bits))))
+                .collect(),
+        )
+    }
+    #[inline]
+    pub fn get(&self, g: u32) -> &StateBits {
+        &self.0[(g / 32) as usize][(g % 32) as usize]
+    }
+}
+
+/// One group's `bb_state` bits.
+///
+/// They live apart from [`Group`], all groups' together in one dense array, because every
+/// request's prefetch walk reads the bits of up to a flex group of groups: packed, that is one
+/// cache line, rarely written, not sixteen group lines that other CPUs are busy locking and
+/// updating.
+#[derive(Debug)]
+pub struct StateBits(AtomicU32);
+
+impl StateBits {
+    pub fn new(bits: u32) -> StateBits {
+        StateBits(AtomicU32::new(bits))
+    }
+    #[inline]
+    pub fn has(&self, f: u32) -> bool {
+        self.0.load(Ordering::Relaxed) & f != 0
+    }
+    #[inline]
+    pub fn set(&self, f: u32) {
+        self.0.fetch_or(f, Ordering::Relaxed);
+    }
+    /// Clears `f`; a plain load when none of it is set (no write to a shared line).
+    #[inline]
+    pub fn clear(&self, f: u32) {
+        if self.has(f) {
+            self.0.fetch_and(!f, Ordering::Relaxed);
+        }
+    }
+    #[inline]
+    pub fn is_corrupt(&self) -> bool {
+        self.has(state::BBITMAP_CORRUPT)
+    }
+    #[inline]
+    pub fn need_init(&self) -> bool {
+        self.has(state::NEED_INIT)
+    }
 }
 
 /// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).
@@ -47,6 +137,8 @@ pub struct GroupState {
     /// Boxed: a group that was never read costs a pointer, and `Group` stays one cache-line pair.
     pub loaded: Option<Box<Loaded>>,
     pub pending: Vec<PendingFree>,
+    /// On the allocator's list of groups with frees waiting for a commit.
+    pub listed: bool,
     /// Free clusters per the descriptor (on-disk view: pending frees count as free).
     pub desc_free: u32,
     /// Index positions last published (kernel `bb_largest_free_order`,
@@ -67,8 +159,6 @@ pub struct Group {
     pub fragments: AtomicU32,
     /// `bb_largest_free_order` (−1 = none or not initialised).
     pub largest_order: AtomicI32,
-    /// `bb_state`.
-    pub flags: AtomicU32,
     /// Size class of the group's data (seed 002, [`crate::size_class::SizeClass`] as `u8`).
     /// Written only under the group lock; read without it by the scans.
     pub class: AtomicU8,
@@ -85,6 +175,7 @@ impl Group {
             lock: Mutex::new(GroupState {
                 loaded: None,
                 pending: Vec::new(),
+                listed: false,
                 desc_free,
                 largest_order: -1,
                 avg_order: -1,
@@ -92,27 +183,11 @@ impl Group {
             free: AtomicU32::new(desc_free),
             fragments: AtomicU32::new(0),
             largest_order: AtomicI32::new(-1),
-            flags: AtomicU32::new(state::NEED_INIT),
             class: AtomicU8::new(0),
             baseline_free: desc_free,
         }
     }
 
-    pub fn has_flag(&self, f: u32) -> bool {
-        self.flags.load(Ordering::Relaxed) & f != 0
-    }
-    pub fn set_flag(&self, f: u32) {
-        self.flags.fetch_or(f, Ordering::Relaxed);
-    }
-    pub fn clear_flag(&self, f: u32) {
-        self.flags.fetch_and(!f, Ordering::Relaxed);
-    }
-    pub fn is_corrupt(&self) -> bool {
-        self.has_flag(state::BBITMAP_CORRUPT)
-    }
-    pub fn need_init(&self) -> bool {
-        self.has_flag(state::NEED_INIT)
-    }
     pub fn bb_free(&self) -> u32 {
         self.free.load(Ordering::Relaxed)
     }

@@ -426,7 +426,7 @@ impl Allocator {
     /// once the group lock is released (the lock is held as briefly as the kernel's, which
     /// updates its per-CPU free counter after `ext4_unlock_group` too).
     fn mark_locked(&self, grp: &Group, st: &mut GroupState, ex: Ex) -> Result<(), Error> {
-        if grp.is_corrupt() {
+        if self.bits(ex.group).is_corrupt() {
             return Err(self.corrupt_error(ex.group));
         }
         let Some(l) = st.loaded.as_mut() else {

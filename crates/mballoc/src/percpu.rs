@@ -61,7 +61,8 @@ impl<T> PerCpu<T> {
 /// to its own shard and folds it into the shared total once it drifts `BATCH` away, so the
 /// shared cache line is written once per `BATCH` units instead of on every update.
 pub struct PerCpuCounter {
-    total: AtomicI64,
+    /// On its own lines: folds from any thread write it.
+    total: Padded<AtomicI64>,
     shards: PerCpu<AtomicI64>,
 }
 
@@ -71,7 +72,7 @@ impl PerCpuCounter {
 
     pub fn new(v: i64) -> PerCpuCounter {
         PerCpuCounter {
-            total: AtomicI64::new(v),
+            total: Padded(AtomicI64::new(v)),
             shards: PerCpu::default(),
         }
     }

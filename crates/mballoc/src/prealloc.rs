@@ -92,7 +92,7 @@ pub struct OwnerTable {
     shards: Vec<Padded<Mutex<OwnerMap>>>,
     /// Entries in all shards: lets a lookup skip the shard lock when there are none (owners
     /// that never preallocate, like a storage engine's `HINT_NOPREALLOC` extents).
-    entries: AtomicUsize,
+    entries: Padded<AtomicUsize>,
 }
 
 impl OwnerTable {
@@ -101,7 +101,7 @@ impl OwnerTable {
             shards: (0..64)
                 .map(|_| Padded(Mutex::new(OwnerMap::default())))
                 .collect(),
-            entries: AtomicUsize::new(0),
+            entries: Padded(AtomicUsize::new(0)),
         }
     }
     fn shard(&self, owner: u64) -> &Mutex<OwnerMap> {

@@ -127,10 +127,11 @@ impl Allocator {
         } else {
             grp.bb_free()
         };
-        if free == 0 || (cr < Criterion::AnyFree && free < ctx.g_ex.len) || grp.is_corrupt() {
+        let bits = self.bits(grp.no);
+        if free == 0 || (cr < Criterion::AnyFree && free < ctx.g_ex.len) || bits.is_corrupt() {
             return Ok(false);
         }
-        if grp.need_init() {
+        if bits.need_init() {
             let flex = self.geo.flex_bg_size();
             let first_of_flex = flex > 1 && grp.no % flex == 0;
             if !cr.expensive() && !first_of_flex {
@@ -143,7 +144,7 @@ impl Allocator {
 
     /// `ext4_mb_good_group`: is this group worth scanning at `cr`?
     pub(crate) fn good_group(&self, ctx: &Ctx, grp: &Group, cr: Criterion) -> bool {
-        if grp.is_corrupt() {
+        if self.bits(grp.no).is_corrupt() {
             return false;
         }
         let (free, frags) = (grp.bb_free(), grp.bb_fragments());
@@ -195,7 +196,7 @@ impl Allocator {
                 continue;
             }
             let Some(k) = l.buddy.first_chunk_of_order(order) else {
-                grp.set_flag(state::BBITMAP_CORRUPT);
+                self.bits(grp.no).set(state::BBITMAP_CORRUPT);
                 return;
             };
             ctx.found += 1;
@@ -257,12 +258,12 @@ impl Allocator {
             let Some((start, len)) = extents.next() else {
                 if !skip_short {
                     // Free clusters counted but none found: the bitmap is inconsistent.
-                    grp.set_flag(state::BBITMAP_CORRUPT);
+                    self.bits(grp.no).set(state::BBITMAP_CORRUPT);
                 }
                 break;
             };
             if len == 0 || free < len {
-                grp.set_flag(state::BBITMAP_CORRUPT);
+                self.bits(grp.no).set(state::BBITMAP_CORRUPT);
                 break;
             }
             let ex = Ex {
@@ -338,7 +339,7 @@ impl Allocator {
         ctx.tail = ret & 0xffff;
         ctx.buddy = ret >> 16;
         if ctx.flags.contains(Flags::STREAM_ALLOC) {
-            self.set_stream_goal(ctx.req.owner, ctx.f_ex.group);
+            self.set_stream_goal(ctx.req.owner, ctx.tun.nr_global_goals, ctx.f_ex.group);
         }
     }
 
@@ -359,7 +360,7 @@ impl Allocator {
             };
         }
         let mut st = self.lock_group(grp);
-        if grp.is_corrupt() {
+        if self.bits(grp.no).is_corrupt() {
             return Ok(());
         }
         let Some(l) = st.loaded.as_ref() else {
@@ -391,7 +392,7 @@ impl Allocator {
         let ex = ctx.b_ex;
         let grp = &self.groups[ex.group as usize];
         let mut st = self.lock_group(grp);
-        if grp.is_corrupt() || self.load_locked(grp, &mut st).is_err() {
+        if self.bits(ex.group).is_corrupt() || self.load_locked(grp, &mut st).is_err() {
             return;
         }
         let Some(l) = st.loaded.as_ref() else { return };

@@ -60,6 +60,14 @@ pub struct Tunables {
 
 /// Number of possible CPUs, the kernel's `num_possible_cpus()` for stream goals and
 /// locality groups.
+/// Most stream goals an allocator keeps (each takes a padded slot).
+pub const MAX_GLOBAL_GOALS: u32 = 1024;
+
+/// Most stream goals for `geo`: one per group, at most [`MAX_GLOBAL_GOALS`].
+pub fn max_global_goals(geo: &Geometry) -> u32 {
+    geo.group_count().clamp(1, MAX_GLOBAL_GOALS)
+}
+
 pub fn possible_cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
@@ -91,7 +99,7 @@ impl Tunables {
             stripe: 0,
             mb_stats: false,
             flavor: KernelFlavor::V6_18,
-            nr_global_goals: cpus.max(1).min(groups.div_ceil(4)).max(1),
+            nr_global_goals: cpus.max(1).min(groups.div_ceil(4)).clamp(1, MAX_GLOBAL_GOALS),
             try_lock_groups: true,
             prefetch_test_before_set: false,
             mb_max_prealloc_kb: 8192,
@@ -176,10 +184,10 @@ impl Tunables {
             }
             "nr_global_goals" => {
                 let v = uint()?;
-                if v == 0 || v > geo.group_count() {
+                let max = max_global_goals(geo);
+                if v == 0 || v > max {
                     return Err(bad(format!(
-                        "1 ..= {} (the group count)",
-                        geo.group_count()
+                        "1 ..= {max} (the group count, at most {MAX_GLOBAL_GOALS})"
                     )));
                 }
                 self.nr_global_goals = v;
