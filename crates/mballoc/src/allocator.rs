@@ -36,6 +36,9 @@ pub struct Allocator {
     pub(crate) state: GroupStates,
     /// Every group's "prefetch issued" mark (`BBITMAP_READ`).
     pub(crate) read_marks: ReadMarks,
+    /// Groups whose buddy was never built (`NEED_INIT` set): while none is left, the
+    /// prefetch completion has nothing to do and skips its walk.
+    pub(crate) uninit: Padded<AtomicU32>,
     /// `s_mb_largest_free_orders`.
     pub(crate) largest_index: OrderIndex,
     /// `s_mb_avg_fragment_size`.
@@ -177,6 +180,7 @@ impl Builder {
             groups,
             state: GroupStates::new(n, state::NEED_INIT),
             read_marks: ReadMarks::new(n),
+            uninit: Padded(AtomicU32::new(n)),
             lgs: (0..self.cpus)
                 .map(|_| Padded(Mutex::new(LocalityGroup::default())))
                 .collect(),
@@ -398,7 +402,12 @@ impl Allocator {
         crate::stats::bump(&self.stats.buddies_generated);
         let optimize = self.tun.load().mb_optimize_scan;
         self.publish(grp, st, optimize);
-        self.bits(grp.no).clear(state::NEED_INIT | EVICTED);
+        let bits = self.bits(grp.no);
+        if bits.need_init() {
+            // Under the group lock: no other loader can clear it meanwhile.
+            self.uninit.fetch_sub(1, Ordering::Relaxed);
+        }
+        bits.clear(state::NEED_INIT | EVICTED);
         self.note_loaded(grp.no);
         Ok(())
     }

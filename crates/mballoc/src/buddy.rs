@@ -17,19 +17,18 @@
 //! every question asked of it (is this cluster free, is this range wholly in use) is one binary
 //! search over them. Dropping it halves a loaded group's memory and takes a 4 KiB bitmap's
 //! cache lines off every allocation and every committed free.
-
 use crate::bitmap::Bitmap;
 use crate::runs::{FreeRuns, Run};
 
-/// Orders supported: block sizes up to 64 KiB give orders 0..=17.
-pub const MAX_ORDERS: usize = 18;
 
 #[derive(Clone, Debug)]
 pub struct Buddy {
     /// The free clusters below `group_size`; everything else is unavailable (used,
     /// preallocated, freed but not committed, or beyond the end of the group).
     runs: FreeRuns,
-    counters: [u32; MAX_ORDERS],
+    /// Chunks per order; 32 entries so that an order taken from a `u32`'s bit index needs no
+    /// bounds check (only `..=max_order` are ever non-zero).
+    counters: [u32; 32],
     /// Clusters per group (`EXT4_CLUSTERS_PER_GROUP`): the bound of scans.
     group_size: u32,
     max_order: u32,
@@ -94,7 +93,7 @@ impl Buddy {
         }
         let mut b = Buddy {
             runs: FreeRuns::new(runs),
-            counters: [0; MAX_ORDERS],
+            counters: [0; 32],
             group_size,
             max_order: bsbits + 1,
             free: 0,
@@ -131,6 +130,11 @@ impl Buddy {
             bm.clear_range(r.0, r.0 + r.1);
         }
         bm
+    }
+    /// The free runs, in address order.
+    #[inline]
+    pub fn runs(&self) -> &[Run] {
+        self.runs.as_slice()
     }
     /// The free runs as `(start, len)`, in address order.
     pub fn free_runs(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
@@ -187,17 +191,32 @@ impl Buddy {
         let h = fls(r.start ^ r.end) - 1;
         let m = (r.end >> h) << h;
         let top = self.max_order;
-        for mut bits in [m - r.start, r.end - m] {
-            while bits != 0 {
-                let i = bits.trailing_zeros();
-                bits &= bits - 1;
-                let (order, n) = if i > top {
-                    (top, 1 << (i - top))
-                } else {
-                    (i, 1)
-                };
-                let c = &mut self.counters[order as usize];
-                *c = if add { *c + n } else { *c - n };
+        let below = (1u32 << top) - 1;
+        let (left, right) = (m - r.start, r.end - m);
+        // Bits at or above the top order: `bits >> top` chunks of the top order in all.
+        let tops = (left >> top) + (right >> top);
+        // One chunk per set bit below it (each order at most once per side).
+        let (mut a, mut b) = (left & below, right & below);
+        let c = &mut self.counters;
+        if add {
+            c[top as usize & 31] += tops;
+            while a != 0 {
+                c[a.trailing_zeros() as usize & 31] += 1;
+                a &= a - 1;
+            }
+            while b != 0 {
+                c[b.trailing_zeros() as usize & 31] += 1;
+                b &= b - 1;
+            }
+        } else {
+            c[top as usize & 31] -= tops;
+            while a != 0 {
+                c[a.trailing_zeros() as usize & 31] -= 1;
+                a &= a - 1;
+            }
+            while b != 0 {
+                c[b.trailing_zeros() as usize & 31] -= 1;
+                b &= b - 1;
             }
         }
     }
@@ -239,8 +258,9 @@ impl Buddy {
         }
     }
 
+    /// [`Buddy::find_extent`] for `block` inside the free run `r`.
     #[inline]
-    fn extent_in(&self, r: Run, block: u32, needed: u32) -> u32 {
+    pub fn extent_in(&self, r: Run, block: u32, needed: u32) -> u32 {
         let last = block.saturating_add(needed.max(1) - 1);
         if last >= r.end {
             return r.end - block;

@@ -4,6 +4,8 @@
 //! block-bitmap prefetch (`ext4_mb_might_prefetch`, `ext4_mb_prefetch`,
 //! `ext4_mb_prefetch_fini`).
 
+use std::sync::atomic::Ordering;
+
 use crate::allocator::Allocator;
 use crate::buddy::{avg_fragment_order, fls};
 use crate::context::{Ctx, Ex, Status};
@@ -338,21 +340,23 @@ impl Allocator {
     /// prefetched before, still uninitialised and with free blocks. Returns the group after.
     fn prefetch(&self, mut g: u32, nr: u32, ios: &mut u32, test_before_set: bool) -> u32 {
         let n = self.geo.group_count();
+        if !test_before_set {
+            // 6.18 looks the descriptor up first, for every group of the window.
+            add(&self.stats.prefetch_desc_lookups, u64::from(nr));
+        }
         for _ in 0..nr {
-            let grp = &self.groups[g as usize];
-            // 6.18 looks the descriptor up first for every group; seed 003 only when needed.
-            if !test_before_set {
-                bump(&self.stats.prefetch_desc_lookups);
-            }
-            let already = (test_before_set && self.read_marks.test(g))
-                || self.read_marks.test_and_set(g);
+            let (word, bit) = self.read_marks.word(g);
+            // EXT4_MB_GRP_TEST_AND_SET_READ: 6.18 always sets with an atomic RMW; seed 003
+            // tests first, so a mark set long ago costs a plain load.
+            let already = (test_before_set && word.load(Ordering::Relaxed) & bit != 0)
+                || word.fetch_or(bit, Ordering::Relaxed) & bit != 0;
             if !already && self.bits(g).need_init() {
                 if test_before_set {
                     bump(&self.stats.prefetch_desc_lookups);
                 }
                 // Submit the read and go on; the buddy is built later (prefetch_fini or on
                 // demand) from the finished buffer.
-                if grp.bb_free() > 0 && self.readahead.submit(g) {
+                if self.groups[g as usize].bb_free() > 0 && self.readahead.submit(g) {
                     bump(&self.stats.bitmap_loads);
                     bump(&self.stats.prefetch_loads);
                     add(&self.stats.prefetch_ios, 1);
@@ -366,6 +370,11 @@ impl Allocator {
 
     /// `ext4_mb_prefetch_fini`: initialise the groups of the last window (walking back).
     fn prefetch_fini(&self, mut g: u32, nr: u32) {
+        if self.uninit.load(Ordering::Relaxed) == 0 {
+            // Every buddy is built: no group of the window can need it (the walk would only
+            // read `NEED_INIT` bits that are all clear).
+            return;
+        }
         let n = self.geo.group_count();
         for _ in 0..nr {
             g = if g == 0 { n - 1 } else { g - 1 };

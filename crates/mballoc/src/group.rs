@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
-use crate::percpu::Padded;
+use crate::percpu::Isolated;
 use crate::size_class::SizeClass;
 
 /// `bb_state` bits.
@@ -24,55 +24,32 @@ pub mod state {
 /// cleared. A bitset of its own, apart from the other state bits, because 6.18 sets it with an
 /// atomic read-modify-write on every prefetch walk (seed 003): those writes bounce the one
 /// line they hit between CPUs, and that line should hold nothing else that requests read.
-/// Stored in whole padded blocks, so no other allocation shares their cache lines.
-#[derive(Debug)]
-pub struct ReadMarks(Box<[Padded<[AtomicU64; 16]>]>);
+pub struct ReadMarks(Isolated<AtomicU64>);
 
 impl ReadMarks {
     pub fn new(groups: u32) -> ReadMarks {
-        let blocks = groups.div_ceil(64 * 16).max(1);
-        ReadMarks(
-            (0..blocks)
-                .map(|_| Padded(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
-        )
+        ReadMarks(Isolated::new(groups.div_ceil(64) as usize, || {
+            AtomicU64::new(0)
+        }))
     }
+    /// The word holding `g`'s mark, and the mark's bit in it.
     #[inline]
-    fn at(&self, g: u32) -> (&AtomicU64, u64) {
-        let w = (g / 64) as usize;
-        (&self.0[w / 16][w % 16], 1 << (g % 64))
-    }
-    /// Whether `g`'s mark is set (`test_bit`).
-    #[inline]
-    pub fn test(&self, g: u32) -> bool {
-        let (w, bit) = self.at(g);
-        w.load(Ordering::Relaxed) & bit != 0
-    }
-    /// Sets `g`'s mark with one atomic read-modify-write; whether it was set before
-    /// (`test_and_set_bit`).
-    #[inline]
-    pub fn test_and_set(&self, g: u32) -> bool {
-        let (w, bit) = self.at(g);
-        w.fetch_or(bit, Ordering::Relaxed) & bit != 0
+    pub fn word(&self, g: u32) -> (&AtomicU64, u64) {
+        (self.0.get((g / 64) as usize), 1 << (g % 64))
     }
 }
 
-/// Every group's `bb_state` bits, in whole padded blocks (no other allocation shares their
-/// cache lines).
-pub struct GroupStates(Box<[Padded<[StateBits; 32]>]>);
+/// Every group's `bb_state` bits, packed and isolated from other allocations.
+pub struct GroupStates(Isolated<StateBits>);
 
 impl GroupStates {
     /// `groups` groups, each with `bits` set.
     pub fn new(groups: u32, bits: u32) -> GroupStates {
-        GroupStates(
-            (0..groups.div_ceil(32).max(1))
-                .map(|_| Padded(std::array::from_fn(|_| StateBits::new(bits))))
-                .collect(),
-        )
+        GroupStates(Isolated::new(groups as usize, || StateBits::new(bits)))
     }
     #[inline]
     pub fn get(&self, g: u32) -> &StateBits {
-        &self.0[(g / 32) as usize][(g % 32) as usize]
+        self.0.get(g as usize)
     }
 }
 

@@ -32,6 +32,34 @@ impl<T> std::ops::Deref for Padded<T> {
     }
 }
 
+/// A boxed slice whose elements share no cache line with any other allocation: 128 bytes of
+/// unused elements sit on each side. Flat, so an element costs one bounds check to reach
+/// (per-group arrays read on every request).
+pub struct Isolated<T> {
+    items: Box<[T]>,
+}
+
+impl<T> Isolated<T> {
+    /// Elements that fill 128 bytes.
+    const PAD: usize = 128usize.div_ceil(if std::mem::size_of::<T>() == 0 {
+        1
+    } else {
+        std::mem::size_of::<T>()
+    });
+
+    /// `n` elements made by `f`.
+    pub fn new(n: usize, mut f: impl FnMut() -> T) -> Isolated<T> {
+        Isolated {
+            items: (0..n + 2 * Self::PAD).map(|_| f()).collect(),
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> &T {
+        &self.items[Self::PAD + i]
+    }
+}
+
 pub struct PerCpu<T> {
     shards: Box<[Padded<T>]>,
 }

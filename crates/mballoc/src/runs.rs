@@ -33,6 +33,10 @@ impl FreeRuns {
     }
 
     #[inline]
+    pub fn as_slice(&self) -> &[Run] {
+        &self.runs
+    }
+    #[inline]
     pub fn len(&self) -> usize {
         self.runs.len()
     }

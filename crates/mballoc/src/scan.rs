@@ -243,67 +243,73 @@ impl Allocator {
         }
     }
 
-    /// `ext4_mb_complex_scan_group`: walk the free extents of the bitmap, measuring each.
+    /// `ext4_mb_complex_scan_group`: walk the free extents of the group in address order,
+    /// measuring each (`ext4_mb_measure_extent`) until one is used or the limits stop the walk.
+    ///
+    /// One pass over the group's free runs. At the cheap criteria the kernel skips free
+    /// extents shorter than the goal unmeasured; here whole short runs are stepped over at
+    /// once. A long run is measured in `mb_find_extent` pieces, as the kernel's walk restarts
+    /// at the end of each measured extent.
     fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         let Some(l) = st.loaded.as_ref() else { return };
-        let mut free = l.buddy.free();
-        // At the cheap criteria, runs shorter than the goal are skipped unmeasured (the
-        // kernel walks past them one by one); the run list steps over them directly.
         let skip_short = !ctx.cr.expensive();
-        let mut extents = l
-            .buddy
-            .scan_extents(l.buddy.first_free(), ctx.g_ex.len, skip_short);
-        let mut take = false;
-        while free > 0 && ctx.status == Status::Continue {
-            let Some((start, len)) = extents.next() else {
-                if !skip_short {
-                    // Free clusters counted but none found: the bitmap is inconsistent.
-                    self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+        let mut m = Measure::new(ctx, grp.no);
+        let mut free = l.buddy.free();
+        let mut verdict = Verdict::Continue;
+        let mut exhausted = true;
+        let runs = l.buddy.runs();
+        let mut i = 0;
+        'runs: while free > 0 {
+            if skip_short {
+                // Step over the runs too short for the goal (the kernel's unmeasured skips).
+                let goal = m.goal;
+                match runs[i..].iter().position(|r| r.end - r.start >= goal) {
+                    Some(k) => i += k,
+                    None => break,
                 }
-                break;
-            };
-            if len == 0 || free < len {
-                self.bits(grp.no).set(state::BBITMAP_CORRUPT);
-                break;
             }
-            let ex = Ex {
-                group: grp.no,
-                start,
-                len,
-                logical: 0,
-            };
-            if self.measure_extent(ctx, ex) {
-                take = true;
-                break;
+            let Some(&r) = runs.get(i) else { break };
+            let mut s = r.start;
+            loop {
+                let len = l.buddy.extent_in(r, s, m.goal);
+                if free < len {
+                    // More free clusters in the runs than counted: the bitmap is inconsistent.
+                    self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+                    exhausted = false;
+                    break 'runs;
+                }
+                verdict = m.measure(Ex {
+                    group: grp.no,
+                    start: s,
+                    len,
+                    logical: 0,
+                });
+                free -= len;
+                s += len;
+                if verdict != Verdict::Continue {
+                    exhausted = false;
+                    break 'runs;
+                }
+                if s >= r.end || (skip_short && r.end - s < m.goal) {
+                    break;
+                }
             }
-            free -= len;
+            i += 1;
         }
-        if take || self.check_limits(ctx, grp.no, true) {
+        if free == 0 {
+            exhausted = false;
+        }
+        if exhausted && free > 0 && !skip_short {
+            // Free clusters counted but none found: the bitmap is inconsistent.
+            self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+        }
+        m.store(ctx);
+        if verdict == Verdict::Break {
+            ctx.status = Status::Break;
+        }
+        if verdict == Verdict::Use || self.check_limits(ctx, grp.no, true) {
             self.use_best_found(ctx, grp, st);
         }
-    }
-
-    /// `ext4_mb_measure_extent`: keep the best extent; true = use `b_ex` now.
-    fn measure_extent(&self, ctx: &mut Ctx, ex: Ex) -> bool {
-        ctx.found += 1;
-        ctx.cx_found[ctx.cr.index()] += 1;
-        if ctx.flags.contains(Flags::HINT_FIRST) || ex.len == ctx.g_ex.len {
-            ctx.b_ex = ex;
-            return true;
-        }
-        if ctx.b_ex.len == 0 {
-            ctx.b_ex = ex;
-            return false;
-        }
-        let goal = ctx.g_ex.len;
-        if ctx.b_ex.len < goal {
-            if ex.len > ctx.b_ex.len {
-                ctx.b_ex = ex;
-            }
-        } else if ex.len > goal && ex.len < ctx.b_ex.len {
-            ctx.b_ex = ex;
-        }
-        self.check_limits(ctx, ex.group, false)
     }
 
     /// `ext4_mb_check_limits`: stop after `mb_max_to_scan` extents; use a sufficient best
@@ -401,5 +407,86 @@ impl Allocator {
             ctx.b_ex = Ex { len: max, ..ex };
             self.use_best_found(ctx, grp, &mut st);
         }
+    }
+}
+
+/// What one measured extent decided.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Continue,
+    /// Use the best extent now.
+    Use,
+    /// `mb_max_to_scan` extents seen: stop searching (`AC_STATUS_BREAK`).
+    Break,
+}
+
+/// The complex scan's running state, in locals rather than the context: the best extent so
+/// far and the extents seen (`ac_b_ex`, `ac_found`).
+struct Measure {
+    best: Ex,
+    found: u32,
+    /// Extents seen in this scan (for the per-criterion counter).
+    seen: u32,
+    goal: u32,
+    group: u32,
+    first: bool,
+    max_to_scan: u32,
+    min_to_scan: u32,
+}
+
+impl Measure {
+    fn new(ctx: &Ctx, group: u32) -> Measure {
+        Measure {
+            best: ctx.b_ex,
+            found: ctx.found,
+            seen: 0,
+            goal: ctx.g_ex.len,
+            group,
+            first: ctx.flags.contains(Flags::HINT_FIRST),
+            max_to_scan: ctx.tun.mb_max_to_scan,
+            min_to_scan: ctx.tun.mb_min_to_scan,
+        }
+    }
+
+    /// `ext4_mb_measure_extent` followed by `ext4_mb_check_limits(ac, e4b, 0)`.
+    #[inline]
+    fn measure(&mut self, ex: Ex) -> Verdict {
+        self.found += 1;
+        self.seen += 1;
+        if self.first || ex.len == self.goal {
+            self.best = ex;
+            return Verdict::Use;
+        }
+        if self.best.len == 0 {
+            self.best = ex;
+            return Verdict::Continue;
+        }
+        if self.best.len < self.goal {
+            if ex.len > self.best.len {
+                self.best = ex;
+            }
+        } else if ex.len > self.goal && ex.len < self.best.len {
+            self.best = ex;
+        }
+        if self.found > self.max_to_scan && !self.first {
+            return Verdict::Break;
+        }
+        if self.best.len < self.goal {
+            return Verdict::Continue;
+        }
+        // The kernel would BUG if the best lay in another group; it cannot, as a sufficient
+        // best is always used before its group is left.
+        if self.found > self.min_to_scan && self.best.group == self.group {
+            Verdict::Use
+        } else {
+            Verdict::Continue
+        }
+    }
+
+    /// Writes the state back into the context.
+    fn store(&self, ctx: &mut Ctx) {
+        ctx.b_ex = self.best;
+        ctx.found = self.found;
+        ctx.cx_found[ctx.cr.index()] += self.seen;
     }
 }
