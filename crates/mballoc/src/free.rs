@@ -38,46 +38,89 @@ impl Allocator {
                 blocks_count: g.blocks_count(),
             });
         }
-        let chunks = self.split(extent);
+        let (group, start) = g.locate(extent.start);
+        let first = Ex {
+            group,
+            start,
+            len: extent.len.min(g.group_len(group) - start),
+            logical: 0,
+        };
+        if first.len == extent.len {
+            self.free_in_group(owner, extent, first, tid)
+        } else {
+            self.free_across_groups(owner, extent, tid)
+        }
+    }
+
+    /// The common case: `extent` lies in one group (`c`). The same steps as
+    /// [`Allocator::free_across_groups`], without collecting pieces and guards.
+    fn free_in_group(&self, owner: u64, extent: Extent, c: Ex, tid: u64) -> Result<(), Error> {
         // Unlike ext4 (which skips them), a free into a corrupt group is refused outright.
+        self.refuse_corrupt([c.group])?;
+        self.load_group(c.group)?;
+        // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
+        self.discard_overlapping(owner, extent);
+        let mut st = self.lock_group(&self.groups[c.group as usize]);
+        self.check_allocated(&mut st, c, extent)?;
+        self.refuse_corrupt([c.group])?;
+        self.clear_on_disk(&mut st, c, tid);
+        Ok(())
+    }
+
+    /// `extent` crosses groups: every group is locked, and every piece checked before any is
+    /// changed, so a bad free changes nothing.
+    fn free_across_groups(&self, owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+        let chunks = self.split(extent);
         self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
         for c in &chunks {
             self.load_group(c.group)?;
         }
-        // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
         self.discard_overlapping(owner, extent);
         let mut guards: SmallVec<[_; 2]> = chunks
             .iter()
             .map(|c| self.lock_group(&self.groups[c.group as usize]))
             .collect();
         for (c, st) in chunks.iter().zip(guards.iter_mut()) {
-            // The group cache may have dropped a clean group since `load_group`.
-            self.load_locked(&self.groups[c.group as usize], st)?;
-            let l = st.loaded.as_ref().expect("loaded above");
-            if let Some(bad) = l.disk.find_next_zero(c.start, c.start + c.len) {
-                return Err(Error::NotAllocated {
-                    start: extent.start,
-                    len: u64::from(extent.len),
-                    block: g.block_of(c.group, bad),
-                });
-            }
+            self.check_allocated(st, *c, extent)?;
         }
         self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
         for (c, st) in chunks.iter().zip(guards.iter_mut()) {
-            let l = st.loaded.as_mut().expect("loaded above");
-            l.disk.clear_range(c.start, c.start + c.len);
-            st.desc_free += c.len;
-            let tid = self.journal_free(c.group, c.start, c.len, tid);
-            st.pending.push(PendingFree {
-                tid,
-                start: c.start,
-                len: c.len,
-            });
-            self.free_blocks.add(i64::from(c.len));
-            self.free_pending.add(i64::from(c.len));
-            self.list_pending(c.group, st);
+            self.clear_on_disk(st, *c, tid);
         }
         Ok(())
+    }
+
+    /// Every block of the piece `c` of `extent` must be in use on disk (a double free or a
+    /// free of what was never allocated is refused). Called under the group lock.
+    fn check_allocated(&self, st: &mut GroupState, c: Ex, extent: Extent) -> Result<(), Error> {
+        // The group cache may have dropped a clean group since `load_group`.
+        self.load_locked(&self.groups[c.group as usize], st)?;
+        let l = st.loaded.as_ref().expect("loaded above");
+        match l.disk.find_next_zero(c.start, c.start + c.len) {
+            Some(bad) => Err(Error::NotAllocated {
+                start: extent.start,
+                len: u64::from(extent.len),
+                block: self.geo.block_of(c.group, bad),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `ext4_mb_clear_bb` for the checked piece `c`: free on disk and in the free count at
+    /// once, in-core only after the commit (`ext4_mb_free_metadata`).
+    fn clear_on_disk(&self, st: &mut GroupState, c: Ex, tid: u64) {
+        let l = st.loaded.as_mut().expect("loaded by check_allocated");
+        l.disk.clear_range(c.start, c.start + c.len);
+        st.desc_free += c.len;
+        let tid = self.journal_free(c.group, c.start, c.len, tid);
+        st.pending.push(PendingFree {
+            tid,
+            start: c.start,
+            len: c.len,
+        });
+        self.free_blocks.add(i64::from(c.len));
+        self.free_pending.add(i64::from(c.len));
+        self.list_pending(c.group, st);
     }
 
     /// Puts a group with pending frees on the commit's list, once (under its group lock).

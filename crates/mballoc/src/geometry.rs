@@ -14,6 +14,11 @@ pub struct Geometry {
     blocks_count: u64,
     first_data_block: u64,
     flex_bg_size: u32,
+    /// Derived, kept because requests ask for them constantly: the group count, and
+    /// `log2(blocks_per_group)` when that is a power of two (block ⇄ group by shifts instead
+    /// of 64-bit divisions).
+    groups: u32,
+    group_shift: Option<u32>,
 }
 
 impl Geometry {
@@ -79,6 +84,10 @@ impl Geometry {
             blocks_count,
             first_data_block,
             flex_bg_size,
+            groups: groups as u32,
+            group_shift: blocks_per_group
+                .is_power_of_two()
+                .then(|| blocks_per_group.trailing_zeros()),
         })
     }
 
@@ -109,29 +118,37 @@ impl Geometry {
         self.flex_bg_size
     }
     /// Number of block groups.
+    #[inline]
     pub fn group_count(&self) -> u32 {
-        ((self.blocks_count - self.first_data_block).div_ceil(self.blocks_per_group.into())) as u32
+        self.groups
     }
     /// `MB_NUM_ORDERS`: orders 0 ..= bsbits + 1.
     pub fn num_orders(&self) -> usize {
         self.bsbits() as usize + 2
     }
     /// First block of group `g`.
+    #[inline]
     pub fn group_first_block(&self, g: u32) -> u64 {
         self.first_data_block + u64::from(g) * u64::from(self.blocks_per_group)
     }
     /// Blocks in group `g` (the last group may be short).
+    #[inline]
     pub fn group_len(&self, g: u32) -> u32 {
         let first = self.group_first_block(g);
         (self.blocks_count - first).min(self.blocks_per_group.into()) as u32
     }
     /// `(group, offset)` of an in-range block.
+    #[inline]
     pub fn locate(&self, block: u64) -> (u32, u32) {
         let rel = block - self.first_data_block;
+        if let Some(shift) = self.group_shift {
+            return ((rel >> shift) as u32, (rel as u32) & (self.blocks_per_group - 1));
+        }
         let bpg = u64::from(self.blocks_per_group);
         ((rel / bpg) as u32, (rel % bpg) as u32)
     }
     /// Absolute block of `(group, offset)`.
+    #[inline]
     pub fn block_of(&self, group: u32, offset: u32) -> u64 {
         self.group_first_block(group) + u64::from(offset)
     }
