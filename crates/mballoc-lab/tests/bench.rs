@@ -67,14 +67,7 @@ fn quick_threads_and_huge_report_their_figures() {
     let v = bench_json(&[
         "all", "--quick", "--json", "--runs", "1", "--only", "offset",
     ]);
-    let t = &v["threads"];
-    assert!(t["two_vs_one"]["linux-6.18"].as_f64().unwrap() > 0.0);
-    assert!(t["v618_vs_v616"]["1"].as_f64().unwrap() > 0.0);
-    assert!(t["ceiling"]["2"].as_f64().unwrap() > 0.0);
-    assert_eq!(
-        t["ceiling_runs_ops_per_s"]["2"].as_array().unwrap().len(),
-        1
-    );
+    check_threads(&v["threads"]);
     for h in v["huge"]["systems"].as_array().unwrap() {
         assert!(h["all"]["calls"].as_u64().unwrap() > 0);
         let loaded = h["loaded_groups"].as_u64().unwrap();
@@ -84,6 +77,54 @@ fn quick_threads_and_huge_report_their_figures() {
         );
         let fill = h["fill_pct"].as_f64().unwrap();
         assert!((70.0..80.0).contains(&fill), "{fill}");
+    }
+}
+
+/// Every pattern has a positive figure for every policy and thread count, and a one-run
+/// ceiling for every thread count above 1.
+fn check_threads(t: &Value) {
+    let counts: Vec<u64> = t["config"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    let positive = |v: &Value, what: &str| {
+        let x = v.as_f64().unwrap_or_else(|| panic!("{what} missing"));
+        assert!(x > 0.0, "{what} = {x}");
+    };
+    let points = t["points"].as_array().unwrap();
+    for pat in ["fallocate2", "appenders"] {
+        for pol in ["linux-6.16", "linux-6.18", "proposed"] {
+            let of: Vec<&Value> = points
+                .iter()
+                .filter(|p| p["pattern"] == pat && p["policy"] == pol)
+                .collect();
+            assert_eq!(of.len(), counts.len(), "{pat} {pol}");
+            for p in of {
+                positive(&p["ops_per_s"], &format!("{pat} {pol} ops_per_s"));
+            }
+            positive(
+                &t["two_vs_one"][pat][pol],
+                &format!("{pat} two_vs_one {pol}"),
+            );
+        }
+        for n in &counts {
+            let n = n.to_string();
+            positive(
+                &t["v618_vs_v616"][pat][&n],
+                &format!("{pat} v618_vs_v616 {n}"),
+            );
+            positive(
+                &t["proposed_vs_v618"][pat][&n],
+                &format!("{pat} proposed {n}"),
+            );
+        }
+        for n in counts.iter().filter(|&&n| n > 1).map(u64::to_string) {
+            positive(&t["ceiling"][pat][&n], &format!("{pat} ceiling {n}"));
+            let runs = t["ceiling_runs_ops_per_s"][pat][&n].as_array().unwrap();
+            assert_eq!(runs.len(), 1, "{pat} ceiling runs at {n} threads");
+        }
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 pub enum BenchError {
     #[error("mballoc: {0}")]
     Alloc(#[from] mballoc::Error),
+    #[error("mkfs: {0}")]
+    Mkfs(#[from] crate::mkfs::MkfsError),
     #[error("{0}")]
     Peer(String),
     #[error("not available: {0}")]

@@ -3,7 +3,8 @@
 //!
 //! * [`churn`] — peer-allocators §6.4 on mballoc (linux-6.18, proposed), offset-allocator,
 //!   xalloc, a first-fit bitmap and libext2fs (where built), with M4/M8 at the end.
-//! * [`threads`] — W1 (will-it-scale fallocate2) on 1, 2 … threads, linux-6.16 vs linux-6.18.
+//! * [`threads`] — W1 (will-it-scale fallocate2) on 1, 2 … threads, linux-6.16, linux-6.18 and
+//!   proposed, with ext4's own fallocate2 requests and with normalised appenders.
 //! * [`huge`] — a 16 TiB filesystem aged to 75 % by a procedural bitmap source, lazily loaded
 //!   behind a bounded group cache.
 //!

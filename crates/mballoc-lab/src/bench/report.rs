@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::churn::ChurnReport;
 use super::huge::HugeReport;
-use super::threads::ThreadsReport;
+use super::threads::{Pattern, ThreadsReport};
 
 /// Everything one `mballoc bench` invocation measured.
 #[derive(Debug, Clone, Serialize, Default)]
@@ -76,41 +76,57 @@ fn render_churn(s: &mut String, c: &ChurnReport) {
 fn render_threads(s: &mut String, t: &ThreadsReport) {
     let _ = writeln!(
         s,
-        "\nthreads: W1 (fallocate2: private {}-block files, {} blocks per request), {:.2} s per \
-         point, median of {} runs",
+        "\nthreads: W1 (will-it-scale fallocate2 loop: private {}-block files, {} blocks per \
+         request), {:.2} s per point, median of {} runs",
         t.config.file_blocks, t.config.chunk, t.config.seconds, t.runs
     );
+    for pat in Pattern::ALL {
+        render_threads_pattern(s, t, pat);
+    }
+}
+
+/// One pattern's table, then its ratios: 2 vs 1 thread per policy, the machine's ceiling,
+/// linux-6.18 / linux-6.16 and proposed / linux-6.18 per thread count.
+fn render_threads_pattern(s: &mut String, t: &ThreadsReport, pat: Pattern) {
+    let _ = writeln!(s, "\n{}: {}", pat.name(), pat.describe());
     let _ = writeln!(
         s,
         "{:<26} {:>8} {:>14} {:>14} {:>12}",
         "system", "threads", "ops/s", "ops/s/thread", "scalability"
     );
-    for p in &t.points {
+    for p in t.points.iter().filter(|p| p.pattern == pat) {
         let _ = writeln!(
             s,
             "{:<26} {:>8} {:>14.0} {:>14.0} {:>12.2}",
             p.system, p.threads, p.ops_per_s, p.ops_per_s_per_thread, p.scalability
         );
     }
-    for (pol, r) in &t.two_vs_one {
+    let name = pat.name();
+    for (pol, r) in t.two_vs_one.get(&pat).into_iter().flatten() {
         let _ = writeln!(
             s,
-            "{pol}: 2 threads vs 1, per-thread rate ratio {r:.2} (total {:.2}x)",
+            "{name} {pol}: 2 threads vs 1, per-thread rate ratio {r:.2} (total {:.2}x)",
             2.0 * r
         );
     }
-    for (n, c) in &t.ceiling {
+    for (n, c) in t.ceiling.get(&pat).into_iter().flatten() {
         let _ = writeln!(
             s,
-            "machine ceiling, {n} threads on allocators of their own (linux-6.18): per-thread \
-             rate ratio {c:.2} (total {:.2}x)",
+            "{name} machine ceiling, {n} threads on allocators of their own (linux-6.18): \
+             per-thread rate ratio {c:.2} (total {:.2}x)",
             f64::from(*n) * c
         );
     }
-    for (n, r) in &t.v618_vs_v616 {
+    for (n, r) in t.v618_vs_v616.get(&pat).into_iter().flatten() {
         let _ = writeln!(
             s,
-            "{n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}"
+            "{name} {n} thread(s): linux-6.18 / linux-6.16 per-thread rate {r:.2}"
+        );
+    }
+    for (n, r) in t.proposed_vs_v618.get(&pat).into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "{name} {n} thread(s): proposed / linux-6.18 per-thread rate {r:.2}"
         );
     }
 }
