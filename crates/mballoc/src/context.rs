@@ -3,6 +3,7 @@
 use crate::error::Error;
 use crate::request::{Criterion, Flags, GroupExtent, Request};
 use crate::size_class::{SizeClass, Stage};
+use crate::stats::LocalStats;
 use crate::tunables::Tunables;
 
 /// A free extent inside one group (`struct ext4_free_extent`).
@@ -36,6 +37,8 @@ pub enum Status {
 pub struct Ctx<'a> {
     pub req: &'a Request,
     pub tun: &'a Tunables,
+    /// This thread's counters, pinned for the request.
+    pub stats: LocalStats<'a>,
     /// The original request (`ac_o_ex`).
     pub o_ex: Ex,
     /// The goal: normalised request (`ac_g_ex`); `start == -1` after a stream-goal swap.
@@ -67,11 +70,18 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(req: &'a Request, tun: &'a Tunables, o_ex: Ex, len: u32) -> Self {
+    pub fn new(
+        req: &'a Request,
+        tun: &'a Tunables,
+        stats: LocalStats<'a>,
+        o_ex: Ex,
+        len: u32,
+    ) -> Self {
         let o_ex = Ex { len, ..o_ex };
         Ctx {
             req,
             tun,
+            stats,
             o_ex,
             g_ex: o_ex.as_group_extent(),
             b_ex: Ex::default(),

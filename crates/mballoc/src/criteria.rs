@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::index::GroupSet;
 use crate::request::{Criterion, Flags};
 use crate::size_class::{SizeClass, Stage};
-use crate::stats::{add, bump};
+use crate::stats::LocalStats;
 use crate::tunables::KernelFlavor;
 
 impl Allocator {
@@ -64,7 +64,7 @@ impl Allocator {
                 self.try_best_found(ctx);
                 if ctx.status != Status::Found {
                     // Lost chunk: someone took it. One last pass taking the first extent found.
-                    bump(&self.stats.lost);
+                    ctx.stats.bump(|c| &c.lost);
                     ctx.b_ex = Ex::default();
                     ctx.status = Status::Continue;
                     ctx.flags |= Flags::HINT_FIRST;
@@ -76,7 +76,7 @@ impl Allocator {
             break;
         }
         if ctx.status == Status::Found && ctx.class != SizeClass::None {
-            bump(&self.stats.class_stage_hits[Stage::Any as usize]);
+            ctx.stats.bump(|c| &c.class_stage_hits[Stage::Any as usize]);
         }
         self.finish_regular(ctx)
     }
@@ -91,7 +91,7 @@ impl Allocator {
             self.run_criteria(ctx)?;
             if ctx.status == Status::Found {
                 ctx.stage = None;
-                bump(&self.stats.class_stage_hits[stage as usize]);
+                ctx.stats.bump(|c| &c.class_stage_hits[stage as usize]);
                 return Ok(true);
             }
         }
@@ -104,13 +104,13 @@ impl Allocator {
     /// Counters and prefetch completion at the end of `ext4_mb_regular_allocator`.
     fn finish_regular(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.status == Status::Found {
-            bump(&self.stats.cr[ctx.cr.index()].hits);
+            ctx.stats.bump(|c| &c.cr[ctx.cr.index()].hits);
             if ctx.flags.contains(Flags::STREAM_ALLOC) && ctx.b_ex.group == ctx.g_ex.group {
-                bump(&self.stats.stream_goal_hits);
+                ctx.stats.bump(|c| &c.stream_goal_hits);
             }
         }
         if ctx.status == Status::Break {
-            bump(&self.stats.breaks);
+            ctx.stats.bump(|c| &c.breaks);
         }
         if ctx.prefetch_nr > 0 {
             self.prefetch_fini(ctx.prefetch_grp, ctx.prefetch_nr);
@@ -201,7 +201,7 @@ impl Allocator {
         }
         *start = g;
         if count == ngroups {
-            bump(&self.stats.cr[cr.index()].useless_loops);
+            ctx.stats.bump(|c| &c.cr[cr.index()].useless_loops);
             self.advance(ctx);
         }
         Ok(())
@@ -228,7 +228,7 @@ impl Allocator {
         }
         let mut g = start;
         while let Some(found) = set.next(g, end) {
-            bump(&self.stats.cr[ctx.cr.index()].groups_considered);
+            ctx.stats.bump(|c| &c.cr[ctx.cr.index()].groups_considered);
             self.scan_group(ctx, found)?;
             if ctx.status != Status::Continue {
                 return Ok(());
@@ -249,7 +249,7 @@ impl Allocator {
                 }
             }
         }
-        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.stats.bump(|c| &c.cr[ctx.cr.index()].useless_loops);
         ctx.cr = Criterion::GoalLenFast;
         Ok(())
     }
@@ -265,7 +265,7 @@ impl Allocator {
                 }
             }
         }
-        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.stats.bump(|c| &c.cr[ctx.cr.index()].useless_loops);
         ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) {
             Criterion::BestAvailLen
         } else {
@@ -309,7 +309,7 @@ impl Allocator {
             }
         }
         ctx.g_ex.len = ctx.orig_goal_len;
-        bump(&self.stats.cr[ctx.cr.index()].useless_loops);
+        ctx.stats.bump(|c| &c.cr[ctx.cr.index()].useless_loops);
         ctx.cr = Criterion::GoalLenSlow;
         Ok(())
     }
@@ -329,6 +329,7 @@ impl Allocator {
         }
         ctx.prefetch_nr = nr;
         ctx.prefetch_grp = self.prefetch(
+            ctx.stats,
             g,
             nr,
             &mut ctx.prefetch_ios,
@@ -338,11 +339,18 @@ impl Allocator {
 
     /// `ext4_mb_prefetch`: for `nr` groups from `g`, read the bitmap of every group not
     /// prefetched before, still uninitialised and with free blocks. Returns the group after.
-    fn prefetch(&self, mut g: u32, nr: u32, ios: &mut u32, test_before_set: bool) -> u32 {
+    fn prefetch(
+        &self,
+        stats: LocalStats,
+        mut g: u32,
+        nr: u32,
+        ios: &mut u32,
+        test_before_set: bool,
+    ) -> u32 {
         let n = self.geo.group_count();
         if !test_before_set {
             // 6.18 looks the descriptor up first, for every group of the window.
-            add(&self.stats.prefetch_desc_lookups, u64::from(nr));
+            stats.add(|c| &c.prefetch_desc_lookups, u64::from(nr));
         }
         for _ in 0..nr {
             let (word, bit) = self.read_marks.word(g);
@@ -352,14 +360,14 @@ impl Allocator {
                 || word.fetch_or(bit, Ordering::Relaxed) & bit != 0;
             if !already && self.bits(g).need_init() {
                 if test_before_set {
-                    bump(&self.stats.prefetch_desc_lookups);
+                    stats.bump(|c| &c.prefetch_desc_lookups);
                 }
                 // Submit the read and go on; the buddy is built later (prefetch_fini or on
                 // demand) from the finished buffer.
                 if self.groups[g as usize].bb_free() > 0 && self.readahead.submit(g) {
-                    bump(&self.stats.bitmap_loads);
-                    bump(&self.stats.prefetch_loads);
-                    add(&self.stats.prefetch_ios, 1);
+                    stats.bump(|c| &c.bitmap_loads);
+                    stats.bump(|c| &c.prefetch_loads);
+                    stats.bump(|c| &c.prefetch_ios);
                     *ios += 1;
                 }
             }

@@ -30,10 +30,16 @@ impl GroupSet {
     }
     /// The word first, then its summary bit: a reader that sees the summary bit finds the
     /// group (SeqCst orders the pair against a concurrent `remove` of the word's last group).
+    /// A summary bit already set is only read: a remover that clears it after that read
+    /// re-reads the word, sees this group and sets it again.
     pub fn insert(&self, g: u32) {
         let w = (g / 64) as usize;
         self.words[w].fetch_or(1 << (g % 64), Ordering::SeqCst);
-        self.summary[w / 64].fetch_or(1 << (w % 64), Ordering::SeqCst);
+        let sbit = 1u64 << (w % 64);
+        let summary = &self.summary[w / 64];
+        if summary.load(Ordering::SeqCst) & sbit == 0 {
+            summary.fetch_or(sbit, Ordering::SeqCst);
+        }
     }
     /// Clears the group; the summary bit goes only if the word is empty, re-set if an
     /// `insert` raced in between.

@@ -11,14 +11,15 @@ use crate::group::{Group, GroupState};
 use crate::normalize::{group_or_file, normalize};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
-use crate::stats::{add, bump};
+use crate::stats::add;
 
 impl Allocator {
     /// Allocates blocks for `req`. The result may be shorter than asked (like ext4, callers
     /// loop); it is never longer. Errors leave the allocator unchanged.
     pub fn allocate(&self, req: &Request) -> Result<Allocation, Error> {
         self.validate(req)?;
-        bump(&self.stats.reqs);
+        let stats = self.stats.pin();
+        stats.bump(|c| &c.reqs);
         let tun = self.tun.load();
         let mut len = req.len.min(self.geo.blocks_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
@@ -43,7 +44,7 @@ impl Allocator {
             len,
             logical: req.logical,
         };
-        let mut ctx = Ctx::new(req, &tun, o_ex, len);
+        let mut ctx = Ctx::new(req, &tun, stats, o_ex, len);
         let group_alloc = group_or_file(&mut ctx, &self.geo, self.fs_is_busy());
 
         // i_data_sem for the owner's PAs, lg_mutex for the locality group.
@@ -69,8 +70,8 @@ impl Allocator {
             self.owners.forget_if_empty(req.owner);
         }
         if let Ok(a) = &result {
-            bump(&self.stats.success);
-            add(&self.stats.blocks_allocated, u64::from(a.extent.len));
+            stats.bump(|c| &c.success);
+            stats.add(|c| &c.blocks_allocated, u64::from(a.extent.len));
         }
         result
     }
@@ -131,7 +132,7 @@ impl Allocator {
         mut lg: Option<&mut LocalityGroup>,
     ) -> Result<Allocation, Error> {
         if let Some(a) = self.use_preallocated(ctx, owner.as_deref_mut(), lg.as_deref_mut())? {
-            bump(&self.stats.prealloc_hits);
+            ctx.stats.bump(|c| &c.prealloc_hits);
             return Ok(a);
         }
         normalize(ctx, &self.geo, owner.as_deref());
@@ -147,7 +148,7 @@ impl Allocator {
             if retries < 3
                 && self.should_retry(ctx, owner.as_deref_mut(), lg.as_deref_mut(), &mut seq)
             {
-                bump(&self.stats.enospc_retries);
+                ctx.stats.bump(|c| &c.enospc_retries);
                 ctx.status = Status::Continue;
                 ctx.b_ex = Ex::default();
                 ctx.cr_done = false;
@@ -185,15 +186,17 @@ impl Allocator {
         }
         self.mark_diskspace_used(ctx.b_ex)?;
         if ctx.b_ex.len == ctx.orig_goal_len {
-            bump(&self.stats.len_goal_hits);
+            ctx.stats.bump(|c| &c.len_goal_hits);
         }
         if ctx.g_ex.group == ctx.b_ex.group && ctx.g_ex.start == i64::from(ctx.b_ex.start) {
-            bump(&self.stats.goal_hits);
+            ctx.stats.bump(|c| &c.goal_hits);
         }
-        add(&self.stats.extents_scanned, u64::from(ctx.found));
-        add(&self.stats.groups_scanned, u64::from(ctx.groups_scanned));
+        ctx.stats.add(|c| &c.extents_scanned, u64::from(ctx.found));
+        ctx.stats.add(|c| &c.groups_scanned, u64::from(ctx.groups_scanned));
         for (i, n) in ctx.cx_found.iter().enumerate() {
-            add(&self.stats.cr[i].extents_scanned, u64::from(*n));
+            if *n > 0 {
+                ctx.stats.add(|c| &c.cr[i].extents_scanned, u64::from(*n));
+            }
         }
         Ok(self.answer(ctx, Source::Scan, new_pa, None))
     }

@@ -14,7 +14,6 @@ use crate::error::Error;
 use crate::group::{state, Group, GroupState};
 use crate::request::{Criterion, Flags};
 use crate::size_class::SizeClass;
-use crate::stats::bump;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
 const MAX_CONTENTION: u32 = 8;
@@ -57,7 +56,7 @@ impl Allocator {
         let cr = ctx.cr;
         let skip_busy = ctx.tun.try_lock_groups && cr < Criterion::AnyFree;
         if skip_busy && grp.lock.is_locked() {
-            bump(&self.stats.busy_skips);
+            ctx.stats.bump(|c| &c.busy_skips);
             return Ok(());
         }
         if !self.class_admits(ctx, grp) {
@@ -76,7 +75,7 @@ impl Allocator {
             match self.try_lock_group(grp) {
                 Some(st) => st,
                 None => {
-                    bump(&self.stats.busy_skips);
+                    ctx.stats.bump(|c| &c.busy_skips);
                     return Ok(());
                 }
             }
@@ -96,7 +95,7 @@ impl Allocator {
         let Some(stage) = ctx.stage else { return true };
         let ok = stage.allows(ctx.class, grp.size_class(), grp.is_empty());
         if !ok {
-            bump(&self.stats.class_skips);
+            ctx.stats.bump(|c| &c.class_skips);
         }
         ok
     }
@@ -110,9 +109,9 @@ impl Allocator {
         match grp.size_class() {
             SizeClass::None => {
                 grp.class.store(ctx.class as u8, Ordering::Relaxed);
-                bump(&self.stats.class_claims);
+                ctx.stats.bump(|c| &c.class_claims);
             }
-            c if c != ctx.class => bump(&self.stats.class_forced),
+            c if c != ctx.class => ctx.stats.bump(|c| &c.class_forced),
             _ => {}
         }
     }
@@ -120,7 +119,7 @@ impl Allocator {
     /// `ext4_mb_good_group_nolock`: cheap checks from the lock-free summary, and buddy
     /// initialisation of never-loaded groups where the criterion allows it.
     fn good_group_nolock(&self, ctx: &Ctx, grp: &Group, cr: Criterion) -> Result<bool, Error> {
-        bump(&self.stats.cr[cr.index()].groups_considered);
+        ctx.stats.bump(|c| &c.cr[cr.index()].groups_considered);
         let free = if ctx.flags.contains(Flags::STRICT_CHECK) {
             let _st = self.lock_group(grp);
             grp.bb_free()
@@ -208,7 +207,7 @@ impl Allocator {
                 logical: 0,
             };
             self.use_best_found(ctx, grp, st);
-            bump(&self.stats.two_order_hits);
+            ctx.stats.bump(|c| &c.two_order_hits);
             return;
         }
     }

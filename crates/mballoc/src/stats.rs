@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::percpu::{local_add, PerCpu};
+use crate::percpu::{local_add, Local, PerCpu};
 
 /// Per-criterion counters (`s_bal_cX_*`).
 #[derive(Default)]
@@ -130,7 +130,29 @@ pub(crate) fn add(c: &AtomicU64, n: u64) {
     local_add(c, n);
 }
 
+/// The calling thread's counters, pinned for one request: each count is then one load and
+/// one store, with no thread-local lookup.
+#[derive(Clone, Copy)]
+pub struct LocalStats<'a>(Local<'a, Counters>);
+
+impl LocalStats<'_> {
+    #[inline]
+    pub fn bump(self, f: impl FnOnce(&Counters) -> &AtomicU64) {
+        self.0.add(f(self.0.get()), 1);
+    }
+    #[inline]
+    pub fn add(self, f: impl FnOnce(&Counters) -> &AtomicU64, n: u64) {
+        self.0.add(f(self.0.get()), n);
+    }
+}
+
 impl Stats {
+    /// The calling thread's counters for the length of a request.
+    #[inline]
+    pub fn pin(&self) -> LocalStats<'_> {
+        LocalStats(self.shards.pin())
+    }
+
     pub fn snapshot(&self, groups: u32) -> StatsSnapshot {
         let l = |f: &dyn Fn(&Counters) -> &AtomicU64| -> u64 {
             self.shards
