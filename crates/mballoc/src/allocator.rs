@@ -53,6 +53,8 @@ pub struct Allocator {
     pub(crate) owners: OwnerTable,
     /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
+    /// Held by a commit from closing its transaction until its frees are released.
+    pub(crate) committing: Padded<Mutex<()>>,
     /// The running transaction: frees join it; `commit` closes it.
     pub(crate) tid: Padded<AtomicU64>,
     /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
@@ -186,6 +188,7 @@ impl Builder {
                 .collect(),
             owners: OwnerTable::new(),
             pending_groups: Padded(Mutex::new(Vec::new())),
+            committing: Padded(Mutex::new(())),
             tid: Padded(AtomicU64::new(1)),
             free_blocks: PerCpuCounter::new(free),
             free_pending: PerCpuCounter::new(0),
@@ -530,7 +533,8 @@ impl Allocator {
     }
 
     pub(crate) fn set_stream_goal(&self, owner: u64, nr_goals: u32, group: u32) {
-        self.goal_slot(owner, nr_goals).store(group, Ordering::Relaxed);
+        self.goal_slot(owner, nr_goals)
+            .store(group, Ordering::Relaxed);
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {

@@ -20,7 +20,6 @@
 use crate::bitmap::Bitmap;
 use crate::runs::{FreeRuns, Run};
 
-
 #[derive(Clone, Debug)]
 pub struct Buddy {
     /// The free clusters below `group_size`; everything else is unavailable (used,

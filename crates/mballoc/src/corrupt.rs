@@ -83,10 +83,7 @@ impl Allocator {
         &self,
         groups: impl IntoIterator<Item = u32>,
     ) -> Result<(), Error> {
-        match groups
-            .into_iter()
-            .find(|&g| self.bits(g).is_corrupt())
-        {
+        match groups.into_iter().find(|&g| self.bits(g).is_corrupt()) {
             Some(g) => Err(self.corrupt_error(g)),
             None => Ok(()),
         }

@@ -154,6 +154,10 @@ impl Allocator {
     /// allocatable. Returns the committed transaction id. On error nothing is lost: the frees
     /// stay pending and the next commit retries.
     pub fn commit(&self) -> Result<u64, Error> {
+        // One commit at a time, as jbd2 runs them: a commit returns only after every earlier
+        // one has released its frees, so a caller retrying after ENOSPC finds them free even
+        // when another thread's commit took them off the pending list.
+        let _serial = self.committing.lock();
         let tid = self.make_durable(None)?;
         self.release_committed(tid);
         Ok(tid)
@@ -162,6 +166,7 @@ impl Allocator {
     /// Makes the frees of every transaction `<= tid` allocatable (`ext4_process_freed_data`),
     /// after making every change so far durable when there is a store.
     pub fn commit_transaction(&self, tid: u64) -> Result<(), Error> {
+        let _serial = self.committing.lock();
         self.make_durable(Some(tid))?;
         self.release_committed(tid);
         Ok(())

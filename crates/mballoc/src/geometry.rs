@@ -142,7 +142,10 @@ impl Geometry {
     pub fn locate(&self, block: u64) -> (u32, u32) {
         let rel = block - self.first_data_block;
         if let Some(shift) = self.group_shift {
-            return ((rel >> shift) as u32, (rel as u32) & (self.blocks_per_group - 1));
+            return (
+                (rel >> shift) as u32,
+                (rel as u32) & (self.blocks_per_group - 1),
+            );
         }
         let bpg = u64::from(self.blocks_per_group);
         ((rel / bpg) as u32, (rel % bpg) as u32)

@@ -192,7 +192,8 @@ impl Allocator {
             ctx.stats.bump(|c| &c.goal_hits);
         }
         ctx.stats.add(|c| &c.extents_scanned, u64::from(ctx.found));
-        ctx.stats.add(|c| &c.groups_scanned, u64::from(ctx.groups_scanned));
+        ctx.stats
+            .add(|c| &c.groups_scanned, u64::from(ctx.groups_scanned));
         for (i, n) in ctx.cx_found.iter().enumerate() {
             if *n > 0 {
                 ctx.stats.add(|c| &c.cr[i].extents_scanned, u64::from(*n));

@@ -99,7 +99,10 @@ impl Tunables {
             stripe: 0,
             mb_stats: false,
             flavor: KernelFlavor::V6_18,
-            nr_global_goals: cpus.max(1).min(groups.div_ceil(4)).clamp(1, MAX_GLOBAL_GOALS),
+            nr_global_goals: cpus
+                .max(1)
+                .min(groups.div_ceil(4))
+                .clamp(1, MAX_GLOBAL_GOALS),
             try_lock_groups: true,
             prefetch_test_before_set: false,
             mb_max_prealloc_kb: 8192,
