@@ -435,6 +435,8 @@ impl Allocator {
         // only ever set with `size_classes` on, so this is one load and compare when off.
         if grp.class.load(Ordering::Relaxed) != 0 && c.free >= grp.baseline_free {
             grp.class.store(0, Ordering::Relaxed);
+            grp.class_home
+                .store(crate::group::NO_HOME, Ordering::Relaxed);
             crate::stats::bump(&self.stats.class_resets);
         }
     }

@@ -67,6 +67,8 @@ pub struct Ctx<'a> {
     pub class: SizeClass,
     /// The class filter of the current stage; `None` = every group (stage `Any`).
     pub stage: Option<Stage>,
+    /// The requesting CPU, whose class groups come first (`size_class_per_cpu`).
+    pub home: u32,
 }
 
 impl<'a> Ctx<'a> {
@@ -103,6 +105,7 @@ impl<'a> Ctx<'a> {
             first_err: None,
             class: SizeClass::None,
             stage: None,
+            home: 0,
         }
     }
 

@@ -22,6 +22,7 @@ impl Allocator {
     pub(crate) fn regular_allocator(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.tun.size_classes && ctx.flags.contains(Flags::HINT_DATA) {
             ctx.class = SizeClass::of_bytes(u64::from(ctx.o_ex.len) << self.geo.bsbits());
+            ctx.home = ctx.req.cpu % self.cpus;
         }
         self.find_by_goal(ctx)?;
         if ctx.status == Status::Found || ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
@@ -84,7 +85,12 @@ impl Allocator {
     /// The size-class stages before the kernel's loop (see [`crate::size_class`]): each walks
     /// the criteria below CR_BEST_AVAIL_LEN over the groups its filter admits. True = found.
     fn class_stages(&self, ctx: &mut Ctx, first_cr: Criterion) -> Result<bool, Error> {
-        for stage in [Stage::Match, Stage::Unset, Stage::Empty] {
+        let stages = if ctx.tun.size_class_per_cpu {
+            &Stage::ORDER[..4]
+        } else {
+            &Stage::ORDER[..3]
+        };
+        for &stage in stages {
             ctx.stage = Some(stage);
             ctx.cr = first_cr;
             restart(ctx);

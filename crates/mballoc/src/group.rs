@@ -124,6 +124,9 @@ pub struct GroupState {
     pub avg_order: i32,
 }
 
+/// [`Group::class_home`] of a class-less group.
+pub const NO_HOME: u32 = u32::MAX;
+
 /// One group, aligned to its own cache lines: threads working in neighbouring groups must not
 /// share the line of one group's lock and lock-free summary with the next group's.
 #[repr(align(128))]
@@ -139,6 +142,9 @@ pub struct Group {
     /// Size class of the group's data (seed 002, [`crate::size_class::SizeClass`] as `u8`).
     /// Written only under the group lock; read without it by the scans.
     pub class: AtomicU8,
+    /// The CPU whose request claimed the class (`size_class_per_cpu`); [`NO_HOME`] while
+    /// class-less. Written with `class`, under the group lock.
+    pub class_home: AtomicU32,
     /// Free clusters when the allocator was built: back at (or above) this, the group holds no
     /// data allocated since, and its size class resets.
     pub baseline_free: u32,
@@ -161,6 +167,7 @@ impl Group {
             fragments: AtomicU32::new(0),
             largest_order: AtomicI32::new(-1),
             class: AtomicU8::new(0),
+            class_home: AtomicU32::new(NO_HOME),
             baseline_free: desc_free,
         }
     }

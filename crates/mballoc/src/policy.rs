@@ -71,6 +71,7 @@ impl Policy {
                 t.prefetch_test_before_set = true;
                 t.mb_max_prealloc_kb = 32768;
                 t.size_classes = true;
+                t.size_class_per_cpu = true;
             }
         }
         t

@@ -13,7 +13,7 @@ use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::{state, Group, GroupState};
 use crate::request::{Criterion, Flags};
-use crate::size_class::SizeClass;
+use crate::size_class::{Claim, SizeClass};
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
 const MAX_CONTENTION: u32 = 8;
@@ -93,7 +93,12 @@ impl Allocator {
     /// The size-class filter of the current stage (`find_free_extent_check_size_class`).
     fn class_admits(&self, ctx: &Ctx, grp: &Group) -> bool {
         let Some(stage) = ctx.stage else { return true };
-        let ok = stage.allows(ctx.class, grp.size_class(), grp.is_empty());
+        let claim = Claim {
+            class: grp.size_class(),
+            empty: grp.is_empty(),
+            own: !ctx.tun.size_class_per_cpu || grp.class_home.load(Ordering::Relaxed) == ctx.home,
+        };
+        let ok = stage.allows(ctx.class, claim);
         if !ok {
             ctx.stats.bump(|c| &c.class_skips);
         }
@@ -108,6 +113,7 @@ impl Allocator {
         }
         match grp.size_class() {
             SizeClass::None => {
+                grp.class_home.store(ctx.home, Ordering::Relaxed);
                 grp.class.store(ctx.class as u8, Ordering::Relaxed);
                 ctx.stats.bump(|c| &c.class_claims);
             }

@@ -50,8 +50,9 @@ pub struct Counters {
     /// Commits the durable store refused or failed (each retried by the next commit).
     pub commit_failures: AtomicU64,
     pub cr: [CrStats; 5],
-    /// Size classes (seed 002, M12): allocations found per stage (match, unset, empty, any).
-    pub class_stage_hits: [AtomicU64; 4],
+    /// Size classes (seed 002, M12): allocations found per stage, indexed by
+    /// [`Stage`](crate::size_class::Stage) (match, unset, empty, any, shared).
+    pub class_stage_hits: [AtomicU64; 5],
     /// Groups claimed by a class, reset to none, skipped for their class, and allocations forced
     /// into a group of another class.
     pub class_claims: AtomicU64,
@@ -112,7 +113,7 @@ pub struct StatsSnapshot {
     pub cr: [[u64; 4]; 5],
     pub groups: u32,
     /// Allocations found per size-class stage: match, unset, empty, any.
-    pub class_stage_hits: [u64; 4],
+    pub class_stage_hits: [u64; 5],
     pub class_claims: u64,
     pub class_resets: u64,
     pub class_skips: u64,
@@ -252,8 +253,8 @@ impl StatsSnapshot {
         if h.iter().sum::<u64>() > 0 || self.class_claims > 0 {
             let _ = writeln!(
                 s,
-                "\tsize_class_hits: match {} unset {} empty {} any {}",
-                h[0], h[1], h[2], h[3]
+                "\tsize_class_hits: match {} unset {} empty {} shared {} any {}",
+                h[0], h[1], h[2], h[4], h[3]
             );
             let _ = writeln!(
                 s,

@@ -56,10 +56,13 @@ pub struct Tunables {
     pub mb_max_prealloc_kb: u32,
     /// btrfs-style size classes per group (seed 002).
     pub size_classes: bool,
+    /// With size classes: a group claimed for a class is that CPU's (the requester's
+    /// `cpu`), and requests look in their own CPU's groups of their class first, then in
+    /// unclaimed ones, and only then in other CPUs' (ours; keeps threads out of each other's
+    /// group locks, as per-CPU locality groups do).
+    pub size_class_per_cpu: bool,
 }
 
-/// Number of possible CPUs, the kernel's `num_possible_cpus()` for stream goals and
-/// locality groups.
 /// Most stream goals an allocator keeps (each takes a padded slot).
 pub const MAX_GLOBAL_GOALS: u32 = 1024;
 
@@ -68,6 +71,8 @@ pub fn max_global_goals(geo: &Geometry) -> u32 {
     geo.group_count().clamp(1, MAX_GLOBAL_GOALS)
 }
 
+/// Number of possible CPUs, the kernel's `num_possible_cpus()` for stream goals and
+/// locality groups.
 pub fn possible_cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
 }
@@ -107,6 +112,7 @@ impl Tunables {
             prefetch_test_before_set: false,
             mb_max_prealloc_kb: 8192,
             size_classes: false,
+            size_class_per_cpu: false,
         }
     }
 
@@ -130,6 +136,7 @@ impl Tunables {
         "prefetch_test_before_set",
         "mb_max_prealloc_kb",
         "size_classes",
+        "size_class_per_cpu",
     ];
 
     /// Sets one tunable by its sysfs name from text, validating like the kernel's
@@ -205,6 +212,7 @@ impl Tunables {
                 })?;
             }
             "size_classes" => self.size_classes = boolean()?,
+            "size_class_per_cpu" => self.size_class_per_cpu = boolean()?,
             _ => {
                 return Err(Error::UnknownTunable {
                     name: name.to_string(),
@@ -240,6 +248,7 @@ impl Tunables {
             "prefetch_test_before_set" => b(self.prefetch_test_before_set),
             "mb_max_prealloc_kb" => self.mb_max_prealloc_kb.to_string(),
             "size_classes" => b(self.size_classes),
+            "size_class_per_cpu" => b(self.size_class_per_cpu),
             _ => return None,
         })
     }

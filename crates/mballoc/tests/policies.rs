@@ -135,6 +135,72 @@ fn size_classes_separate_small_from_large() {
     }
 }
 
+/// Ours, on top of seed 002: with `size_class_per_cpu`, small extents from two CPUs go to two
+/// groups (each claimed by its CPU), a CPU's next small extent joins its own group, and once
+/// its groups are gone a CPU would rather claim a fresh group than share; without the switch
+/// both CPUs fill one small group.
+#[test]
+fn per_cpu_class_groups_keep_cpus_apart() {
+    let direct = Flags::HINT_DATA | Flags::HINT_NOPREALLOC;
+    for per_cpu in [false, true] {
+        let mut t = Policy::Linux618.tunables(&geo(), 2);
+        t.size_classes = true;
+        t.size_class_per_cpu = per_cpu;
+        let a = build(t, &[(0, 300)]);
+        let small = |owner: u64, cpu: u32| {
+            let r = Request::new(owner, 0, 8).with_flags(direct).with_cpu(cpu);
+            group_of(a.allocate(&r).unwrap().extent.start)
+        };
+        let (c0, c1, c0_again, c1_again) = (small(1, 0), small(2, 1), small(3, 0), small(4, 1));
+        assert_eq!(c0, c0_again, "a CPU's small extents share its group");
+        assert_eq!(c1, c1_again);
+        let class = |g: u64| SizeClass::from_u8(a.group(g as u32).unwrap().size_class);
+        assert_eq!(class(c0), SizeClass::Small);
+        let st = a.stats();
+        if per_cpu {
+            assert_ne!(c0, c1, "each CPU claimed a small group of its own");
+            assert_eq!(st.class_claims, 2);
+            assert_eq!(
+                st.class_stage_hits[0], 2,
+                "the second extents matched their own CPU's group"
+            );
+            assert_eq!(st.class_stage_hits[4], 0, "nothing had to share");
+        } else {
+            assert_eq!(c0, c1, "classes alone put both CPUs in one group");
+            assert_eq!(st.class_claims, 1);
+        }
+    }
+}
+
+/// With `size_class_per_cpu`, a CPU with no group of its own and none left to claim uses
+/// another CPU's group of its class (stage `shared`) before any group of another class.
+#[test]
+fn per_cpu_class_groups_share_before_mixing_classes() {
+    let geo = Geometry::new(4096, BPG as u32, 2 * BPG, 0, 1).unwrap();
+    let mut t = Policy::Linux618.tunables(&geo, 2);
+    t.size_classes = true;
+    t.size_class_per_cpu = true;
+    let a = Allocator::builder(geo)
+        .used(&[(0, 64)])
+        .tunables(t)
+        .cpus(2)
+        .build()
+        .unwrap();
+    let direct = Flags::HINT_DATA | Flags::HINT_NOPREALLOC;
+    let take = |owner: u64, len: u32, cpu: u32| {
+        let r = Request::new(owner, 0, len).with_flags(direct).with_cpu(cpu);
+        group_of(a.allocate(&r).unwrap().extent.start)
+    };
+    let small0 = take(1, 8, 0);
+    let large0 = take(2, 4096, 0);
+    assert_ne!(small0, large0, "CPU 0 claimed both groups, one per class");
+    let small1 = take(3, 8, 1);
+    assert_eq!(small1, small0, "CPU 1 shares CPU 0's small group");
+    let st = a.stats();
+    assert_eq!(st.class_stage_hits[4], 1, "through the shared stage");
+    assert_eq!(st.class_forced, 0, "not into the large group");
+}
+
 /// Seed 002: a metadata request is never classified or filtered.
 #[test]
 fn size_classes_leave_metadata_alone() {

@@ -54,6 +54,9 @@ pub fn tunable_doc(name: &str) -> Option<&'static str> {
             "seed 004: largest stream preallocation window in KiB (>= 8192, power of 2)"
         }
         "size_classes" => "seed 002: btrfs-style small/medium/large size classes per group",
+        "size_class_per_cpu" => {
+            "with size classes: each CPU looks in its own groups of a class first (ours)"
+        }
         _ => return None,
     })
 }

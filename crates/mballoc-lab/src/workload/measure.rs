@@ -327,6 +327,7 @@ fn allocator_metrics(
         ("class_unset_hits", st.class_stage_hits[1]),
         ("class_empty_hits", st.class_stage_hits[2]),
         ("class_any_hits", st.class_stage_hits[3]),
+        ("class_shared_hits", st.class_stage_hits[4]),
         ("class_forced", st.class_forced),
         ("class_resets", st.class_resets),
         ("prefetch_desc_lookups", st.prefetch_desc_lookups),
@@ -385,11 +386,12 @@ fn size_classes(env: &Env, touched: &HashSet<u32>, space: &FreeSpace) -> Result<
         });
     }
     // Our stages map onto btrfs's loop numbers: match = CACHING_NOWAIT (0), unset =
-    // UNSET_SIZE_CLASS (2), empty = ALLOC_CHUNK (3, a fresh group), any = WRONG_SIZE_CLASS (4).
+    // UNSET_SIZE_CLASS (2), empty = ALLOC_CHUNK (3, a fresh group), any = WRONG_SIZE_CLASS (4);
+    // shared (another CPU's group of the class, ours) is a match to btrfs, which has no CPUs.
     let st = a.stats();
     let h = st.class_stage_hits;
     let events = SizeClassEvents {
-        allocs_per_stage: [h[0], 0, h[1], h[2], h[3], 0],
+        allocs_per_stage: [h[0] + h[4], 0, h[1], h[2], h[3], 0],
         forced_wrong_class: st.class_forced,
         class_claim_races: 0,
         new_groups: 0,
