@@ -12,12 +12,13 @@ use crate::buddy::Buddy;
 use crate::cache::{GroupCache, EVICTED};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{state, Group, GroupState, GroupStates, Loaded, ReadMarks, StateBits};
+use crate::group::{Group, GroupState, Loaded};
 use crate::index::OrderIndex;
 use crate::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::prealloc::{LocalityGroup, OwnerTable};
 use crate::readahead::{ReadAhead, Taken};
 use crate::source::{BitmapSource, MemSource};
+use crate::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::tunables::{possible_cpus, Tunables};
 

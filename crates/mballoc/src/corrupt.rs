@@ -13,7 +13,8 @@ use parking_lot::Mutex;
 
 use crate::allocator::Allocator;
 use crate::error::Error;
-use crate::group::{state, Group, GroupState};
+use crate::group::{Group, GroupState};
+use crate::state;
 use crate::stats::{bump, GroupSnapshot};
 
 /// The groups marked corrupt and why, in group order.

@@ -14,9 +14,10 @@ use crate::context::Ex;
 use crate::error::Error;
 use smallvec::SmallVec;
 
-use crate::group::{state, GroupState, PendingFree};
+use crate::group::{GroupState, PendingFree};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::Extent;
+use crate::state;
 use crate::stats::{add, bump};
 
 impl Allocator {

@@ -1,95 +1,13 @@
 //! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
 //! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
-use crate::percpu::Isolated;
 use crate::size_class::SizeClass;
-
-/// `bb_state` bits.
-pub mod state {
-    /// Buddy not generated yet (`EXT4_GROUP_INFO_NEED_INIT_BIT`).
-    pub const NEED_INIT: u32 = 1 << 0;
-    /// `EXT4_GROUP_INFO_WAS_TRIMMED_BIT`.
-    pub const WAS_TRIMMED: u32 = 1 << 1;
-    /// Block bitmap inconsistent: never allocated from, frees ignored.
-    pub const BBITMAP_CORRUPT: u32 = 1 << 2;
-}
-
-/// `EXT4_GROUP_INFO_BBITMAP_READ_BIT` of every group: prefetch already issued once, never
-/// cleared. A bitset of its own, apart from the other state bits, because 6.18 sets it with an
-/// atomic read-modify-write on every prefetch walk (seed 003): those writes bounce the one
-/// line they hit between CPUs, and that line should hold nothing else that requests read.
-pub struct ReadMarks(Isolated<AtomicU64>);
-
-impl ReadMarks {
-    pub fn new(groups: u32) -> ReadMarks {
-        ReadMarks(Isolated::new(groups.div_ceil(64) as usize, || {
-            AtomicU64::new(0)
-        }))
-    }
-    /// The word holding `g`'s mark, and the mark's bit in it.
-    #[inline]
-    pub fn word(&self, g: u32) -> (&AtomicU64, u64) {
-        (self.0.get((g / 64) as usize), 1 << (g % 64))
-    }
-}
-
-/// Every group's `bb_state` bits, packed and isolated from other allocations.
-pub struct GroupStates(Isolated<StateBits>);
-
-impl GroupStates {
-    /// `groups` groups, each with `bits` set.
-    pub fn new(groups: u32, bits: u32) -> GroupStates {
-        GroupStates(Isolated::new(groups as usize, || StateBits::new(bits)))
-    }
-    #[inline]
-    pub fn get(&self, g: u32) -> &StateBits {
-        self.0.get(g as usize)
-    }
-}
-
-/// One group's `bb_state` bits.
-///
-/// They live apart from [`Group`], all groups' together in one dense array, because every
-/// request's prefetch walk reads the bits of up to a flex group of groups: packed, that is one
-/// cache line, rarely written, not sixteen group lines that other CPUs are busy locking and
-/// updating.
-#[derive(Debug)]
-pub struct StateBits(AtomicU32);
-
-impl StateBits {
-    pub fn new(bits: u32) -> StateBits {
-        StateBits(AtomicU32::new(bits))
-    }
-    #[inline]
-    pub fn has(&self, f: u32) -> bool {
-        self.0.load(Ordering::Relaxed) & f != 0
-    }
-    #[inline]
-    pub fn set(&self, f: u32) {
-        self.0.fetch_or(f, Ordering::Relaxed);
-    }
-    /// Clears `f`; a plain load when none of it is set (no write to a shared line).
-    #[inline]
-    pub fn clear(&self, f: u32) {
-        if self.has(f) {
-            self.0.fetch_and(!f, Ordering::Relaxed);
-        }
-    }
-    #[inline]
-    pub fn is_corrupt(&self) -> bool {
-        self.has(state::BBITMAP_CORRUPT)
-    }
-    #[inline]
-    pub fn need_init(&self) -> bool {
-        self.has(state::NEED_INIT)
-    }
-}
 
 /// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

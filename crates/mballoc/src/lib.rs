@@ -30,6 +30,7 @@ mod runs;
 mod scan;
 pub mod size_class;
 pub mod source;
+mod state;
 pub mod stats;
 pub mod store;
 mod sync;

@@ -11,9 +11,10 @@ use parking_lot::MutexGuard;
 use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::group::{state, Group, GroupState};
+use crate::group::{Group, GroupState};
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Claim, SizeClass};
+use crate::state;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
 const MAX_CONTENTION: u32 = 8;
