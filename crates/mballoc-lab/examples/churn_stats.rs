@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_or("linux-6.18", String::as_str);
     let policy = Policy::from_name(name)?;
     let geo = Geometry::new(4096, cfg.per_group, cfg.size, 0, 16)?;
-    let mut p = MballocPeer::new(geo, policy, 1, cfg.commit_every)?;
+    let mut p = MballocPeer::new(geo, policy, 1, cfg.commit_every, &cfg.settings)?;
     let r = churn_once(&mut p, &cfg)?;
     println!("ns/pair {:.0}", r.ns_per_pair);
     if flag("--stats") {

@@ -60,6 +60,10 @@ struct BenchArgs {
     /// Only the churn systems whose names contain one of these (comma-separated).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Set a tunable on top of every mballoc policy, e.g. `--set prefetch_test_before_set=1`
+    /// (repeatable; `mballoc list` shows the names).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
@@ -68,8 +72,12 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
         runs: a.runs,
         quick: a.quick,
         only: a.only,
+        settings: a.set,
     };
-    let rep = bench::cli::run(&opts).map_err(|e| CliError::Other(e.to_string()))?;
+    let rep = bench::cli::run(&opts).map_err(|e| match e {
+        bench::BenchError::Setting { setting, source } => CliError::Setting { setting, source },
+        e => CliError::Other(e.to_string()),
+    })?;
     if a.json {
         let text = serde_json::to_string(&rep).map_err(|e| CliError::Other(e.to_string()))?;
         cli::emit::outln(&text)

@@ -176,3 +176,35 @@ fn first_fit_matches_a_model() {
         assert!(ff.free(h).is_err());
     }
 }
+
+/// `--set` reaches every mballoc policy (recorded in the report), and a bad setting is a usage
+/// error (exit code 2) that lists the valid names.
+#[test]
+fn bench_set_applies_tunables_and_rejects_bad_ones() {
+    let v = bench_json(&[
+        "churn",
+        "--quick",
+        "--json",
+        "--runs",
+        "1",
+        "--only",
+        "mballoc",
+        "--set",
+        "prefetch_test_before_set=1",
+    ]);
+    let settings = v["churn"]["config"]["settings"].as_array().unwrap();
+    assert_eq!(settings.len(), 1);
+    assert_eq!(settings[0], "prefetch_test_before_set=1");
+    let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
+        .args([
+            "bench", "churn", "--quick", "--runs", "1", "--set", "bogus=1",
+        ])
+        .output()
+        .expect("run mballoc");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bogus") && err.contains("try_lock_groups"),
+        "{err}"
+    );
+}

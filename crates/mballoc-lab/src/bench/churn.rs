@@ -25,6 +25,8 @@ pub struct ChurnConfig {
     pub seed: u64,
     /// mballoc commits after this many frees (a journal commit).
     pub commit_every: u32,
+    /// Tunables set on top of each mballoc policy (`--set name=value`).
+    pub settings: Vec<String>,
 }
 
 impl ChurnConfig {
@@ -38,6 +40,7 @@ impl ChurnConfig {
             max_len: 256,
             seed: 0x006d_6261_6c6c_6f63,
             commit_every: 64,
+            settings: Vec::new(),
         }
     }
     /// A variant that runs in well under a second, even unoptimised (tests).
@@ -195,7 +198,13 @@ pub fn run_churn(
     let mut all: Vec<Vec<ChurnRun>> = vec![Vec::new(); live.len()];
     for _ in 0..runs.max(1) {
         for (i, s) in live.iter().enumerate() {
-            let r = s.with(cfg.size, cfg.per_group, cfg.commit_every, &mut Once(cfg))?;
+            let r = s.with(
+                cfg.size,
+                cfg.per_group,
+                cfg.commit_every,
+                &cfg.settings,
+                &mut Once(cfg),
+            )?;
             all[i].push(r);
         }
     }

@@ -40,6 +40,8 @@ pub struct BenchOptions {
     pub quick: bool,
     /// Churn systems to run: those whose name contains one of these (empty = all).
     pub only: Vec<String>,
+    /// Tunables (`name=value`) set on top of every mballoc policy of every benchmark.
+    pub settings: Vec<String>,
 }
 
 /// Runs what `opts` selects.
@@ -58,10 +60,13 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
         ..BenchReport::default()
     };
     if want(Which::Churn) {
-        let cfg = if opts.quick {
-            ChurnConfig::quick()
-        } else {
-            ChurnConfig::full()
+        let cfg = ChurnConfig {
+            settings: opts.settings.clone(),
+            ..if opts.quick {
+                ChurnConfig::quick()
+            } else {
+                ChurnConfig::full()
+            }
         };
         let systems: Vec<System> = System::ALL
             .into_iter()
@@ -70,18 +75,24 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
         rep.churn = Some(run_churn(&cfg, &systems, runs)?);
     }
     if want(Which::Threads) {
-        let cfg = if opts.quick {
-            ThreadsConfig::quick()
-        } else {
-            ThreadsConfig::full()
+        let cfg = ThreadsConfig {
+            settings: opts.settings.clone(),
+            ..if opts.quick {
+                ThreadsConfig::quick()
+            } else {
+                ThreadsConfig::full()
+            }
         };
         rep.threads = Some(run_threads(&cfg, runs)?);
     }
     if want(Which::Huge) {
-        let cfg = if opts.quick {
-            HugeConfig::quick()
-        } else {
-            HugeConfig::full()
+        let cfg = HugeConfig {
+            settings: opts.settings.clone(),
+            ..if opts.quick {
+                HugeConfig::quick()
+            } else {
+                HugeConfig::full()
+            }
         };
         rep.huge = Some(run_huge(&cfg, &[Policy::Linux618, Policy::Proposed])?);
     }

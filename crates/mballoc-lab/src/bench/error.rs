@@ -30,6 +30,13 @@ pub enum BenchError {
         b: (u64, u32),
         size: u64,
     },
+    /// A `--set` the allocator rejects (unknown name or bad value).
+    #[error("{setting}: {source}")]
+    Setting {
+        setting: String,
+        #[source]
+        source: mballoc::Error,
+    },
     #[error("unknown benchmark {0:?}; valid: churn, threads, huge, all")]
     UnknownBench(String),
     #[error("bad option {name} = {value}: {why}")]

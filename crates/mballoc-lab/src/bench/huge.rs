@@ -26,6 +26,8 @@ pub struct HugeConfig {
     /// Most groups kept loaded (`Builder::cache_groups`).
     pub cache_groups: u32,
     pub seed: u64,
+    /// Tunables set on top of each policy (`--set name=value`).
+    pub settings: Vec<String>,
 }
 
 impl HugeConfig {
@@ -36,6 +38,7 @@ impl HugeConfig {
             files: 64,
             cache_groups: 1024,
             seed: 0x4147_4544,
+            settings: Vec::new(),
         }
     }
     pub fn quick() -> HugeConfig {
@@ -150,7 +153,7 @@ fn run_one(cfg: &HugeConfig, geo: Geometry, p: Policy) -> Result<HugeSystem, Ben
     let a = Allocator::builder(geo)
         .lazy(true)
         .cpus(1)
-        .tunables(p.tunables(&geo, 1))
+        .tunables(super::tunables(p, &geo, 1, &cfg.settings)?)
         .cache_groups(cfg.cache_groups)
         .source(Box::new(AgedSource::new(geo, cfg.seed)))
         .build()?;

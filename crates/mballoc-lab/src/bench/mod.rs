@@ -26,6 +26,22 @@ use std::collections::BTreeMap;
 
 pub use error::BenchError;
 
+/// `p`'s tunables for `geo` and `cpus` with the bench's `--set name=value` settings on top,
+/// so that one switch can be measured inside a preset (`--set prefetch_test_before_set=1`).
+pub fn tunables(
+    p: mballoc::Policy,
+    geo: &mballoc::Geometry,
+    cpus: u32,
+    settings: &[String],
+) -> Result<mballoc::Tunables, BenchError> {
+    let mut t = p.tunables(geo, cpus);
+    mballoc::apply_settings(&mut t, settings, geo).map_err(|source| BenchError::Setting {
+        setting: format!("--set {}", settings.join(" --set ")),
+        source,
+    })?;
+    Ok(t)
+}
+
 /// Median of a non-empty sample (mean of the two middle values for even sizes).
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
@@ -81,5 +97,21 @@ mod tests {
         assert_eq!(r[0]["b"], 2.0);
         assert_eq!(r[1]["a"], 0.5);
         assert!(!r[0].contains_key("a"));
+    }
+
+    #[test]
+    fn settings_go_on_top_of_the_policy() {
+        let geo = mballoc::Geometry::ext4_default(1 << 30).unwrap();
+        let p = mballoc::Policy::Linux618;
+        let plain = tunables(p, &geo, 2, &[]).unwrap();
+        assert!(!plain.prefetch_test_before_set);
+        let set = tunables(p, &geo, 2, &["prefetch_test_before_set=1".into()]).unwrap();
+        assert!(set.prefetch_test_before_set);
+        assert_eq!(
+            set.nr_global_goals, plain.nr_global_goals,
+            "the rest is the policy's"
+        );
+        let bad = tunables(p, &geo, 2, &["nr_global_goals=0".into()]);
+        assert!(matches!(bad, Err(BenchError::Setting { .. })), "{bad:?}");
     }
 }

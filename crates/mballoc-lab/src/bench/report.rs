@@ -37,6 +37,13 @@ impl BenchReport {
     }
 }
 
+/// The `--set` tunables every mballoc policy ran with, if any.
+fn render_settings(s: &mut String, settings: &[String]) {
+    if !settings.is_empty() {
+        let _ = writeln!(s, "mballoc policies with: {}", settings.join(", "));
+    }
+}
+
 fn render_churn(s: &mut String, c: &ChurnReport) {
     let cfg = &c.config;
     let _ = writeln!(
@@ -45,6 +52,7 @@ fn render_churn(s: &mut String, c: &ChurnReport) {
          mballoc commits every {} frees",
         cfg.size, cfg.prefill, cfg.max_len, cfg.pairs, c.runs, cfg.commit_every
     );
+    render_settings(s, &cfg.settings);
     let _ = writeln!(
         s,
         "{:<22} {:>10} {:>12} {:>10} {:>12} {:>10} {:>9}",
@@ -80,6 +88,7 @@ fn render_threads(s: &mut String, t: &ThreadsReport) {
          request), {:.2} s per point, median of {} runs",
         t.config.file_blocks, t.config.chunk, t.config.seconds, t.runs
     );
+    render_settings(s, &t.config.settings);
     for pat in Pattern::ALL {
         render_threads_pattern(s, t, pat);
     }
@@ -143,6 +152,7 @@ fn render_huge(s: &mut String, h: &HugeReport) {
         c.requests,
         c.files
     );
+    render_settings(s, &c.settings);
     for r in &h.systems {
         let _ = writeln!(
             s,

@@ -63,6 +63,8 @@ pub struct ThreadsConfig {
     /// Measured time per point.
     pub seconds: f64,
     pub threads: Vec<u32>,
+    /// Tunables set on top of every policy, the ceiling's included (`--set name=value`).
+    pub settings: Vec<String>,
 }
 
 impl ThreadsConfig {
@@ -73,6 +75,7 @@ impl ThreadsConfig {
             fs_bytes: 16 << 30,
             seconds: 1.0,
             threads: thread_counts(),
+            settings: Vec::new(),
         }
     }
     pub fn quick() -> ThreadsConfig {
@@ -162,12 +165,18 @@ impl Volume {
         })
     }
 
-    /// A freshly mounted allocator over this volume under `p`, for `cpus` CPUs.
-    fn allocator(&self, p: Policy, cpus: u32) -> Result<Allocator, BenchError> {
+    /// A freshly mounted allocator over this volume under `p` with `settings` on top, for
+    /// `cpus` CPUs.
+    fn allocator(
+        &self,
+        p: Policy,
+        cpus: u32,
+        settings: &[String],
+    ) -> Result<Allocator, BenchError> {
         Ok(Allocator::builder(self.geo)
             .used(&self.used)
             .cpus(cpus)
-            .tunables(p.tunables(&self.geo, cpus))
+            .tunables(super::tunables(p, &self.geo, cpus, settings)?)
             .build()?)
     }
 }
@@ -369,13 +378,13 @@ pub fn run_threads(cfg: &ThreadsConfig, runs: u32) -> Result<ThreadsReport, Benc
     let mut own: BTreeMap<Pattern, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
     for _ in 0..runs.max(1) {
         for (i, &(pat, p, t)) in keys.iter().enumerate() {
-            let a = vol.allocator(p, cpus)?;
+            let a = vol.allocator(p, cpus, &cfg.settings)?;
             rates[i].push(timed(&vec![&a; t as usize], pat)?);
         }
         for pat in Pattern::ALL {
             for &t in cfg.threads.iter().filter(|&&t| t > 1) {
                 let each: Vec<Allocator> = (0..t)
-                    .map(|_| vol.allocator(CEILING_POLICY, cpus))
+                    .map(|_| vol.allocator(CEILING_POLICY, cpus, &cfg.settings))
                     .collect::<Result<_, _>>()?;
                 let refs: Vec<&Allocator> = each.iter().collect();
                 let rate = timed(&refs, pat)?;
@@ -547,11 +556,11 @@ mod tests {
     #[test]
     fn fallocate2_sends_what_the_file_layer_sends() {
         let vol = Volume::new(FS_BYTES).unwrap();
-        let a = vol.allocator(Policy::Linux618, 1).unwrap();
+        let a = vol.allocator(Policy::Linux618, 1, &[]).unwrap();
         let (_, bench) = fill(Pattern::Fallocate2, &vol, &a);
 
         // will-it-scale's loop through the lab's file layer, on an identical allocator.
-        let alloc = Arc::new(vol.allocator(Policy::Linux618, 1).unwrap());
+        let alloc = Arc::new(vol.allocator(Policy::Linux618, 1, &[]).unwrap());
         let fs = Fs::new(alloc, vol.inodes_per_group, u64::MAX).unwrap();
         let mut t = fs.task(0);
         t.rec = Recorder::logging();
@@ -576,7 +585,7 @@ mod tests {
         let first_group = inode_goal(&vol.geo, FIRST_FILE_INO, vol.inodes_per_group)
             / u64::from(vol.geo.blocks_per_group());
         for p in POLICIES {
-            let a = vol.allocator(p, 2).unwrap();
+            let a = vol.allocator(p, 2, &[]).unwrap();
             let free = a.free_blocks();
             let stream_req = a.tunables().mb_stream_req;
             let (mut f, log) = fill(Pattern::Fallocate2, &vol, &a);
@@ -617,7 +626,7 @@ mod tests {
     fn appenders_are_served_from_inode_preallocations() {
         let vol = Volume::new(FS_BYTES).unwrap();
         for p in POLICIES {
-            let a = vol.allocator(p, 2).unwrap();
+            let a = vol.allocator(p, 2, &[]).unwrap();
             let free = a.free_blocks();
             let (mut f, log) = fill(Pattern::Appenders, &vol, &a);
             let made = log

@@ -27,16 +27,18 @@ pub struct MballocPeer {
 }
 
 impl MballocPeer {
-    /// A filesystem of `geo` with nothing in use, under `policy`, for `cpus` CPUs.
+    /// A filesystem of `geo` with nothing in use, under `policy` with `settings` on top, for
+    /// `cpus` CPUs.
     pub fn new(
         geo: Geometry,
         policy: Policy,
         cpus: u32,
         commit_every: u32,
+        settings: &[String],
     ) -> Result<MballocPeer, BenchError> {
         let a = Allocator::builder(geo)
             .cpus(cpus)
-            .tunables(policy.tunables(&geo, cpus))
+            .tunables(crate::bench::tunables(policy, &geo, cpus, settings)?)
             .build()?;
         Ok(MballocPeer {
             a,

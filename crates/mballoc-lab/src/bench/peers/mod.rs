@@ -59,6 +59,7 @@ impl System {
         size: u64,
         per_group: u32,
         commit_every: u32,
+        settings: &[String],
         f: &mut impl Driver<R>,
     ) -> Result<R, BenchError> {
         let units = u32::try_from(size).map_err(|_| BenchError::BadOption {
@@ -69,7 +70,13 @@ impl System {
         match self {
             System::Mballoc(p) => {
                 let geo = Geometry::new(4096, per_group, size, 0, 16)?;
-                f.drive(&mut mballoc::MballocPeer::new(geo, p, 1, commit_every)?)
+                f.drive(&mut mballoc::MballocPeer::new(
+                    geo,
+                    p,
+                    1,
+                    commit_every,
+                    settings,
+                )?)
             }
             System::OffsetAllocator => f.drive(&mut offset::OffsetPeer::new(units, 1 << 20)),
             System::Xalloc => f.drive(&mut xalloc::XallocPeer::new(units, 1 << 17)),
