@@ -311,18 +311,24 @@ impl Buddy {
 
     /// `mb_mark_used`'s walk: from `start`, whole chunks inside `[start, end)` are taken as they
     /// are; the first chunk that is not (it starts before `start` or ends after `end`) is split.
+    ///
+    /// Closed form: the chunks are a partition of the run, so if the chunk holding `start`
+    /// begins before it, that is the one; otherwise every chunk up to the one holding
+    /// `end - 1` lies inside the range, and that last one is split if it ends after `end`.
     #[inline]
     fn split_chunk(&self, r: Run, start: u32, end: u32) -> u32 {
-        let mut at = start;
-        while at < end {
-            let order = self.order_in(r, at);
-            let mask = (1u32 << order) - 1;
-            if at & mask != 0 || at + mask >= end {
-                return (end - at) | (order << 16);
-            }
-            at += mask + 1;
+        let o = self.order_in(r, start);
+        if start & ((1 << o) - 1) != 0 {
+            return (end - start) | (o << 16);
         }
-        0
+        let last = end - 1;
+        let o = self.order_in(r, last);
+        let cs = last & !((1u32 << o) - 1);
+        if cs + (1 << o) > end {
+            (end - cs) | (o << 16)
+        } else {
+            0
+        }
     }
 
     /// Frees `[first, first + count)` into the buddy (`mb_free_blocks`). Every cluster must be
