@@ -348,3 +348,124 @@ fn concurrent_frees_and_commits_never_reuse_a_block_early() {
         );
     }
 }
+
+/// What the threads of the test below share. Every allocator call holds `quiet` for reading;
+/// `check_consistency`, whose global counters only add up between calls, holds it for writing.
+struct Shared<'a> {
+    a: &'a Allocator,
+    store: &'a MemStore,
+    threads: u32,
+    quiet: std::sync::RwLock<()>,
+}
+
+impl Shared<'_> {
+    /// Runs one allocator call while no check runs.
+    fn call<R>(&self, f: impl FnOnce(&Allocator) -> R) -> R {
+        let _running = self.quiet.read().unwrap();
+        f(self.a)
+    }
+
+    /// `check_consistency` while no call runs.
+    fn check(&self) {
+        let _alone = self.quiet.write().unwrap();
+        self.a.check_consistency().unwrap();
+    }
+
+    /// Allocation `i` of thread `t`: the even ones in its home group, the odd ones in another
+    /// thread's (so groups and journal shards are shared too). Unless a commit landed
+    /// meanwhile, the blocks must be free in the store, or a free was released before the
+    /// commit that made it durable.
+    fn allocate(&self, t: u32, i: u32) -> Extent {
+        let geo = self.a.geometry();
+        let home = |t: u32| t * (geo.group_count() / self.threads);
+        let group = if i.is_multiple_of(2) {
+            home(t)
+        } else {
+            home((t + i / 2) % self.threads)
+        };
+        let goal = geo.group_first_block(group) + u64::from(i % 64);
+        let before = self.store.last_commit();
+        let e = self
+            .call(|a| a.allocate(&req(1 + i % 8, goal)))
+            .unwrap()
+            .extent;
+        let (g, off) = geo.locate(e.start);
+        let on_store = self.store.read_bitmap(g).unwrap();
+        let reused = (off..off + e.len).find(|&o| on_store.is_used(o));
+        if let (Some(o), true) = (reused, self.store.last_commit() == before) {
+            panic!("thread {t} step {i}: got {e:?}, but block {o} of group {g} is still used in the store");
+        }
+        e
+    }
+
+    /// Thread `t`: allocations, each followed by a free of its oldest extent once it holds
+    /// `KEEP`, a commit every `COMMIT_EVERY` (staggered between threads) and a check every
+    /// `CHECK_EVERY` commits. Returns what it holds at the end, after its last commit.
+    fn work(&self, t: u32) -> Vec<Extent> {
+        const STEPS: u32 = 5000;
+        const KEEP: usize = 24;
+        const COMMIT_EVERY: u32 = 4;
+        const CHECK_EVERY: u32 = 64;
+        let mut live = std::collections::VecDeque::new();
+        for i in 0..STEPS {
+            live.push_back(self.allocate(t, i));
+            if live.len() > KEEP {
+                let e = live.pop_front().unwrap();
+                self.call(|a| a.free(7, e)).unwrap();
+            }
+            if i % COMMIT_EVERY == t % COMMIT_EVERY {
+                self.call(Allocator::commit).unwrap();
+                if (i / COMMIT_EVERY).is_multiple_of(CHECK_EVERY) {
+                    self.check();
+                }
+            }
+        }
+        self.call(Allocator::commit).unwrap();
+        live.into()
+    }
+}
+
+/// Threads allocating, freeing and committing at once, each into its own journal shard and
+/// into shared ones. No free may be released before a commit made it durable (checked on
+/// every allocation), and once the last commit returned the store holds exactly what the
+/// threads hold: reopened, every held block is used and everything else is free.
+#[test]
+fn concurrent_commits_make_exactly_the_held_blocks_durable() {
+    // Many groups, so a commit locks many journal shards; more threads than cores, so
+    // threads are preempted mid-commit and mid-free.
+    let geo = Geometry::new(1024, 256, 64 * 256, 0, 1).unwrap();
+    let store = Arc::new(MemStore::new(geo, &[]).unwrap());
+    let a = Allocator::open(store.clone()).unwrap();
+    let free_at_start = a.free_blocks();
+    let shared = Shared {
+        a: &a,
+        store: &store,
+        threads: 16,
+        quiet: std::sync::RwLock::new(()),
+    };
+    let held: Vec<Extent> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..shared.threads)
+            .map(|t| {
+                s.spawn({
+                    let shared = &shared;
+                    move || shared.work(t)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    });
+    assert_eq!(a.pending_blocks(), 0);
+    a.check_consistency().unwrap();
+    let b = Allocator::open(store.clone()).unwrap();
+    let held_blocks: u64 = held.iter().map(|e| u64::from(e.len)).sum();
+    assert_eq!(b.free_blocks(), free_at_start - held_blocks);
+    for e in &held {
+        assert!(
+            (e.start..e.end()).all(|x| used_on_disk(&b, x)),
+            "{e:?} not durable"
+        );
+    }
+}
