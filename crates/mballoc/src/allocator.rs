@@ -10,13 +10,14 @@ use parking_lot::Mutex;
 use crate::bitmap::Bitmap;
 use crate::buddy::Buddy;
 use crate::cache::{GroupCache, EVICTED};
+use crate::class_index::{ClassIndex, Kind};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{Group, GroupState, Loaded};
-use crate::index::OrderIndex;
+use crate::group::{Group, GroupState, IndexChange, Loaded, NO_HOME};
 use crate::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::prealloc::{LocalityGroup, OwnerTable};
 use crate::readahead::{ReadAhead, Taken};
+use crate::size_class::SizeClass;
 use crate::source::{BitmapSource, MemSource};
 use crate::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
@@ -40,10 +41,8 @@ pub struct Allocator {
     /// Groups whose buddy was never built (`NEED_INIT` set): while none is left, the
     /// prefetch completion has nothing to do and skips its walk.
     pub(crate) uninit: Padded<AtomicU32>,
-    /// `s_mb_largest_free_orders`.
-    pub(crate) largest_index: OrderIndex,
-    /// `s_mb_avg_fragment_size`.
-    pub(crate) avg_index: OrderIndex,
+    /// `s_mb_largest_free_orders` and `s_mb_avg_fragment_size`, split by size class.
+    pub(crate) index: ClassIndex,
     /// `s_mb_last_groups`: one stream goal per slot, each on its own cache lines (the kernel's
     /// array is packed; two CPUs streaming in different slots then share a line). Sized once
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
@@ -77,6 +76,11 @@ pub struct Allocator {
     /// The durable store and the changes since the last commit (see `durable`).
     pub(crate) durable: Option<crate::durable::Durable>,
     pub(crate) corrupt: crate::corrupt::CorruptSet,
+    /// Test only: class stages walk every class's indexes and leave the class filter to
+    /// `class_admits`, group by group, as before the indexes were split by class (the
+    /// equivalence test in `criteria` compares the two walks).
+    #[cfg(test)]
+    pub(crate) walk_all_classes: bool,
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
@@ -173,8 +177,7 @@ impl Builder {
         let free: i64 = groups.iter().map(|g| i64::from(g.bb_free())).sum();
         let a = Allocator {
             geo,
-            largest_index: OrderIndex::new(geo.num_orders(), n),
-            avg_index: OrderIndex::new(geo.num_orders(), n),
+            index: ClassIndex::new(geo.num_orders(), n),
             goals: (0..crate::tunables::max_global_goals(&geo))
                 .map(|_| Padded(AtomicU32::new(0)))
                 .collect(),
@@ -202,6 +205,8 @@ impl Builder {
             cpus: self.cpus,
             durable,
             corrupt: Default::default(),
+            #[cfg(test)]
+            walk_all_classes: false,
         };
         a.adopt_store_corruption();
         if !self.lazy {
@@ -319,7 +324,7 @@ impl Allocator {
     /// Groups per order in the largest-free-order and average-fragment indexes
     /// (`mb_structs_summary`).
     pub fn index_counts(&self) -> (Vec<u32>, Vec<u32>) {
-        (self.largest_index.counts(), self.avg_index.counts())
+        self.index.counts()
     }
 
     /// Free extents of a group's in-core bitmap as `(start_in_group, len)`: what the
@@ -416,30 +421,49 @@ impl Allocator {
         Ok(())
     }
 
-    /// After a buddy change: publish the summary and move the group in the indexes
+    /// After a buddy change: publish the summary and move the group in its class's indexes
     /// (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
     pub(crate) fn publish(&self, grp: &Group, st: &mut GroupState, optimize_scan: bool) {
         let c = st.publish(grp, optimize_scan, self.geo.num_orders());
-        if c.old_largest != c.new_largest {
-            // Removal always happens; insertion only with optimize scan on and free space.
-            self.largest_index.relocate(
-                grp.no,
-                c.old_largest,
-                c.new_largest,
-                optimize_scan && c.free > 0,
-            );
-        }
-        if optimize_scan && c.old_avg != c.new_avg {
-            self.avg_index.relocate(grp.no, c.old_avg, c.new_avg, true);
+        if c.old_largest != c.new_largest || (optimize_scan && c.old_avg != c.new_avg) {
+            self.relocate(grp.no, st.class_index, &c, optimize_scan);
         }
         // btrfs_maybe_reset_size_class: a group with no data left loses its class. Classes are
-        // only ever set with `size_classes` on, so this is one load and compare when off.
-        if grp.class.load(Ordering::Relaxed) != 0 && c.free >= grp.baseline_free {
-            grp.class.store(0, Ordering::Relaxed);
-            grp.class_home
-                .store(crate::group::NO_HOME, Ordering::Relaxed);
+        // only ever set with `size_classes` on, so this is one compare when off (the index
+        // class is the group's class: both change together, under this lock).
+        if st.class_index != SizeClass::None && c.free >= grp.baseline_free {
+            self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
         }
+    }
+
+    /// Moves group `g` between orders in the indexes of its class. Out of line: most buddy
+    /// changes leave both orders as they were, and `publish` runs on every one.
+    #[inline(never)]
+    fn relocate(&self, g: u32, class: SizeClass, c: &IndexChange, optimize_scan: bool) {
+        if c.old_largest != c.new_largest {
+            // Removal always happens; insertion only with optimize scan on and free space.
+            let insert = optimize_scan && c.free > 0;
+            let (old, new) = (c.old_largest, c.new_largest);
+            self.index
+                .relocate(Kind::Largest, class, g, old, new, insert);
+        }
+        if optimize_scan && c.old_avg != c.new_avg {
+            self.index
+                .relocate(Kind::Avg, class, g, c.old_avg, c.new_avg, true);
+        }
+    }
+
+    /// Gives the group class `class`, claimed by CPU `home` (a reset: none and [`NO_HOME`]):
+    /// the values the scans read without the lock, then the index sets that hold the group.
+    /// Under the group lock, like `publish`'s order moves.
+    pub(crate) fn set_class(&self, grp: &Group, st: &mut GroupState, class: SizeClass, home: u32) {
+        grp.class_home.store(home, Ordering::Relaxed);
+        grp.class.store(class as u8, Ordering::Relaxed);
+        let (largest, avg) = (st.largest_order, st.avg_order);
+        self.index
+            .move_group(grp.no, st.class_index, class, largest, avg);
+        st.class_index = class;
     }
 
     /// Blocks entered or left a buddy: bump this thread's `discard_pa_seq`.

@@ -40,6 +40,10 @@ pub struct GroupState {
     /// `bb_avg_fragment_size_order`).
     pub largest_order: i32,
     pub avg_order: i32,
+    /// The class whose index sets hold the group ([`crate::class_index`]): the class as of
+    /// the last claim or reset. Kept with the orders above so that a move reads where the
+    /// group's index entries are from the state the lock guards, like an order move.
+    pub class_index: SizeClass,
 }
 
 /// [`Group::class_home`] of a class-less group.
@@ -80,6 +84,7 @@ impl Group {
                 desc_free,
                 largest_order: -1,
                 avg_order: -1,
+                class_index: SizeClass::None,
             }),
             free: AtomicU32::new(desc_free),
             fragments: AtomicU32::new(0),

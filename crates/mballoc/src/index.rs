@@ -4,7 +4,8 @@
 //!
 //! The kernel iterates each xarray by ascending group number inside `[start, end)` without
 //! the group locks; an atomic bitset per order gives the same order and the same lock-free
-//! reads, at one bit per group and order.
+//! reads, at one bit per group and order. Here the sets are split by size class as well (see
+//! `class_index`); a walk over several classes reads their union.
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -20,7 +21,7 @@ pub struct GroupSet {
 }
 
 impl GroupSet {
-    fn new(len: u32) -> Self {
+    pub fn new(len: u32) -> Self {
         let words = len.div_ceil(64);
         GroupSet {
             words: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -42,57 +43,47 @@ impl GroupSet {
         }
     }
     /// Clears the group; the summary bit goes only if the word is empty, re-set if an
-    /// `insert` raced in between.
-    pub fn remove(&self, g: u32) {
+    /// `insert` raced in between. Returns whether the group was in the set (a class move
+    /// re-inserts the group elsewhere only if it was).
+    pub fn remove(&self, g: u32) -> bool {
         let w = (g / 64) as usize;
         let bit = 1u64 << (g % 64);
-        if self.words[w].fetch_and(!bit, Ordering::SeqCst) & !bit != 0 {
-            return;
+        let old = self.words[w].fetch_and(!bit, Ordering::SeqCst);
+        if old & !bit != 0 {
+            return old & bit != 0;
         }
         let sbit = 1u64 << (w % 64);
         self.summary[w / 64].fetch_and(!sbit, Ordering::SeqCst);
         if self.words[w].load(Ordering::SeqCst) != 0 {
             self.summary[w / 64].fetch_or(sbit, Ordering::SeqCst);
         }
+        old & bit != 0
     }
-    #[cfg(test)]
+    /// Whether `g` is in the set (a lock-free read, like [`GroupSet::next`]).
     pub fn contains(&self, g: u32) -> bool {
         self.words[(g / 64) as usize].load(Ordering::Relaxed) >> (g % 64) & 1 == 1
     }
     /// First group `>= from` and `< end` in the set.
     pub fn next(&self, from: u32, end: u32) -> Option<u32> {
-        let end = end.min(self.len);
-        if from >= end {
-            return None;
-        }
-        let mut w = (from / 64) as usize;
-        let mut word = self.words[w].load(Ordering::Relaxed) & (!0u64 << (from % 64));
-        loop {
-            if word != 0 {
-                let g = w as u32 * 64 + word.trailing_zeros();
-                return (g < end).then_some(g);
-            }
-            w = self.next_word(w + 1, end)?;
-            word = self.words[w].load(Ordering::Relaxed);
-        }
+        first_in(
+            self.len,
+            from,
+            end,
+            |w| self.words[w].load(Ordering::Relaxed),
+            |s| self.summary[s].load(Ordering::Relaxed),
+        )
     }
-    /// First word `>= w` whose summary bit is set, if it starts below `end`.
-    fn next_word(&self, w: usize, end: u32) -> Option<usize> {
-        let words = (end as usize).div_ceil(64);
-        if w >= words {
-            return None;
-        }
-        let mut s = w / 64;
-        let mut bits = self.summary[s].load(Ordering::Relaxed) & (!0u64 << (w % 64));
-        while bits == 0 {
-            s += 1;
-            if s * 64 >= words {
-                return None;
-            }
-            bits = self.summary[s].load(Ordering::Relaxed);
-        }
-        let found = s * 64 + bits.trailing_zeros() as usize;
-        (found < words).then_some(found)
+    /// First group `>= from` and `< end` in any of the sets of `sets` that `mask` picks (bit
+    /// `i` = `sets[i]`; all of one length): the union is read word by word, so a walk over it
+    /// meets its groups in ascending order, as a walk over one set holding them all would.
+    pub fn next_in_union(sets: &[GroupSet; 4], mask: u8, from: u32, end: u32) -> Option<u32> {
+        first_in(
+            sets[0].len,
+            from,
+            end,
+            |w| union(sets, mask, |s| s.words[w].load(Ordering::Relaxed)),
+            |i| union(sets, mask, |s| s.summary[i].load(Ordering::Relaxed)),
+        )
     }
     pub fn count(&self) -> u32 {
         self.words
@@ -102,33 +93,58 @@ impl GroupSet {
     }
 }
 
-/// One index: a [`GroupSet`] per order.
-pub struct OrderIndex {
-    orders: Vec<GroupSet>,
+/// The OR of `read` over the sets of `sets` that `mask` picks.
+#[inline(always)]
+fn union(sets: &[GroupSet; 4], mask: u8, read: impl Fn(&GroupSet) -> u64) -> u64 {
+    (0..4)
+        .filter(|&i| mask >> i & 1 == 1)
+        .fold(0, |a, i| a | read(&sets[i]))
 }
 
-impl OrderIndex {
-    pub fn new(num_orders: usize, groups: u32) -> Self {
-        OrderIndex {
-            orders: (0..num_orders).map(|_| GroupSet::new(groups)).collect(),
+/// First group `>= from` and `< end` of a set of `len` groups read through `word` (the group
+/// bits of word `w`) and `summary` (the summary bits of summary word `s`).
+#[inline(always)]
+fn first_in(
+    len: u32,
+    from: u32,
+    end: u32,
+    word: impl Fn(usize) -> u64,
+    summary: impl Fn(usize) -> u64,
+) -> Option<u32> {
+    let end = end.min(len);
+    if from >= end {
+        return None;
+    }
+    let mut w = (from / 64) as usize;
+    let mut bits = word(w) & (!0u64 << (from % 64));
+    loop {
+        if bits != 0 {
+            let g = w as u32 * 64 + bits.trailing_zeros();
+            return (g < end).then_some(g);
         }
+        w = next_word(w + 1, end, &summary)?;
+        bits = word(w);
     }
-    pub fn order(&self, o: usize) -> &GroupSet {
-        &self.orders[o]
+}
+
+/// First word `>= w` whose summary bit is set, if it starts below `end`.
+#[inline(always)]
+fn next_word(w: usize, end: u32, summary: &impl Fn(usize) -> u64) -> Option<usize> {
+    let words = (end as usize).div_ceil(64);
+    if w >= words {
+        return None;
     }
-    /// Moves `g` from order `old` to `new` (−1 = absent); `insert` false only removes.
-    pub fn relocate(&self, g: u32, old: i32, new: i32, insert: bool) {
-        if old >= 0 {
-            self.orders[old as usize].remove(g);
+    let mut s = w / 64;
+    let mut bits = summary(s) & (!0u64 << (w % 64));
+    while bits == 0 {
+        s += 1;
+        if s * 64 >= words {
+            return None;
         }
-        if insert && new >= 0 {
-            self.orders[new as usize].insert(g);
-        }
+        bits = summary(s);
     }
-    /// Groups per order (the `mb_structs_summary` counts).
-    pub fn counts(&self) -> Vec<u32> {
-        self.orders.iter().map(GroupSet::count).collect()
-    }
+    let found = s * 64 + bits.trailing_zeros() as usize;
+    (found < words).then_some(found)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -155,6 +171,30 @@ mod tests {
                 prop_assert_eq!(s.next(from, end), want, "from {} end {}", from, end);
             }
             prop_assert_eq!(s.count() as usize, model.len());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn union_next_matches_the_merged_set(ops in proptest::collection::vec((0usize..4, 0u32..9000, any::<bool>()), 0..300), mask in 1u8..16, probes in proptest::collection::vec((0u32..9100, 0u32..9100), 1..50)) {
+            let sets: [GroupSet; 4] = std::array::from_fn(|_| GroupSet::new(9000));
+            let mut model = vec![std::collections::BTreeSet::new(); 4];
+            for (i, g, add) in ops {
+                if add {
+                    sets[i].insert(g);
+                    model[i].insert(g);
+                } else {
+                    prop_assert_eq!(sets[i].remove(g), model[i].remove(&g));
+                }
+            }
+            let merged: std::collections::BTreeSet<u32> = (0..4)
+                .filter(|&i| mask >> i & 1 == 1)
+                .flat_map(|i| model[i].iter().copied())
+                .collect();
+            for (from, end) in probes {
+                let want = merged.range(from..end.min(9000).max(from)).next().copied();
+                prop_assert_eq!(GroupSet::next_in_union(&sets, mask, from, end), want, "from {} end {}", from, end);
+            }
         }
     }
 
@@ -261,7 +301,13 @@ mod loom_tests {
                 .into_iter()
                 .map(|(g, insert)| {
                     let s = s.clone();
-                    thread::spawn(move || if insert { s.insert(g) } else { s.remove(g) })
+                    thread::spawn(move || {
+                        if insert {
+                            s.insert(g);
+                        } else {
+                            s.remove(g);
+                        }
+                    })
                 })
                 .collect();
             for t in threads {

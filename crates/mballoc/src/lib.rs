@@ -10,6 +10,7 @@ mod allocator;
 pub mod bitmap;
 pub mod buddy;
 mod cache;
+mod class_index;
 mod context;
 mod corrupt;
 mod criteria;

@@ -91,7 +91,11 @@ impl Allocator {
         Ok(())
     }
 
-    /// The size-class filter of the current stage (`find_free_extent_check_size_class`).
+    /// The size-class filter of the current stage (`find_free_extent_check_size_class`). The
+    /// index walks only reach groups of the classes the stage admits (see
+    /// [`crate::class_index`]), so there it rejects on the rest of the claim (data for the
+    /// unset / empty stages, the CPU with `size_class_per_cpu`); linear walks reach every
+    /// group and it rejects on the class too. It is also the final check under the lock.
     fn class_admits(&self, ctx: &Ctx, grp: &Group) -> bool {
         let Some(stage) = ctx.stage else { return true };
         let claim = Claim {
@@ -106,16 +110,16 @@ impl Allocator {
         ok
     }
 
-    /// `btrfs_use_block_group_size_class`: the first data allocation claims a class-less group;
-    /// one into a group of another class leaves it as it is. Called under the group lock.
-    fn claim_class(&self, ctx: &Ctx, grp: &Group) {
+    /// `btrfs_use_block_group_size_class`: the first data allocation claims a class-less group
+    /// (and moves it to the class's indexes); one into a group of another class leaves it as
+    /// it is. Called under the group lock.
+    fn claim_class(&self, ctx: &Ctx, grp: &Group, st: &mut GroupState) {
         if ctx.class == SizeClass::None {
             return;
         }
         match grp.size_class() {
             SizeClass::None => {
-                grp.class_home.store(ctx.home, Ordering::Relaxed);
-                grp.class.store(ctx.class as u8, Ordering::Relaxed);
+                self.set_class(grp, st, ctx.class, ctx.home);
                 ctx.stats.bump(|c| &c.class_claims);
             }
             c if c != ctx.class => ctx.stats.bump(|c| &c.class_forced),
@@ -345,7 +349,7 @@ impl Allocator {
         let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
         self.bump_discard_seq();
         self.publish(grp, st, ctx.tun.mb_optimize_scan);
-        self.claim_class(ctx, grp);
+        self.claim_class(ctx, grp, st);
         ctx.f_ex = ctx.b_ex;
         ctx.status = Status::Found;
         ctx.tail = ret & 0xffff;

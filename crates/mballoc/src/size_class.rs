@@ -36,6 +36,10 @@
 //!
 //! With `size_classes` off only stage 5 runs, with no filter: the kernel's loop, unchanged.
 //!
+//! The index walks of a stage read only the indexes of the classes it admits
+//! (`Stage::classes`, the `class_index` module), in the same ascending order as one index of
+//! every group; [`Stage::allows`] still decides each group reached.
+//!
 //! **Per-CPU class groups** (`size_class_per_cpu`, ours, not btrfs's): classes gather every
 //! thread's small extents into the same few groups, so threads that would stream apart (stream
 //! goals, seed 000) meet again on one group lock for every allocation; measured on W1 with two
@@ -98,6 +102,31 @@ impl SizeClass {
     }
 }
 
+/// A set of classes, a bit per [`SizeClass`] value: the classes whose index sets a walk
+/// reads (see [`crate::class_index`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Classes(u8);
+
+impl Classes {
+    pub(crate) const ALL: Classes = Classes(0b1111);
+
+    pub(crate) fn of(c: SizeClass) -> Classes {
+        Classes(1 << c as u8)
+    }
+    /// A bit per class value.
+    pub(crate) fn bits(self) -> u8 {
+        self.0
+    }
+    #[cfg(test)]
+    pub(crate) fn from_bits(bits: u8) -> Classes {
+        Classes(bits & Classes::ALL.0)
+    }
+    #[cfg(test)]
+    pub(crate) fn has(self, c: SizeClass) -> bool {
+        self.0 >> c as u8 & 1 == 1
+    }
+}
+
 /// One stage of the class-filtered search (see the module docs for the order). The values
 /// index the per-stage counters (`class_stage_hits`); [`Stage::ORDER`] is the search order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -138,6 +167,17 @@ impl Stage {
             Stage::Empty => g.class == SizeClass::None && g.empty,
             Stage::Shared => g.class == want && !g.own,
             Stage::Any => true,
+        }
+    }
+
+    /// The classes whose groups this stage may take for a request of class `want`: those
+    /// whose index sets it walks. [`Stage::allows`] still decides each group (its data and
+    /// its CPU).
+    pub(crate) fn classes(self, want: SizeClass) -> Classes {
+        match self {
+            Stage::Match | Stage::Shared => Classes::of(want),
+            Stage::Unset | Stage::Empty => Classes::of(SizeClass::None),
+            Stage::Any => Classes::ALL,
         }
     }
 
@@ -195,6 +235,24 @@ mod tests {
                         assert_eq!(n, expect, "{want:?} {g:?}");
                         assert!(Stage::Any.allows(*want, g));
                     }
+                }
+            }
+        }
+        // Each stage walks exactly the classes it may admit.
+        for want in &classes[1..] {
+            for stage in Stage::ORDER {
+                for &class in &classes {
+                    let admits = [false, true].iter().any(|&empty| {
+                        [false, true].iter().any(|&own| {
+                            let g = Claim { class, empty, own };
+                            stage.allows(*want, g)
+                        })
+                    });
+                    assert_eq!(
+                        stage.classes(*want).has(class),
+                        admits,
+                        "{stage:?} {class:?}"
+                    );
                 }
             }
         }

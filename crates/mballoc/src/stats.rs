@@ -9,6 +9,9 @@ use crate::percpu::{local_add, Local, PerCpu};
 #[derive(Default)]
 pub struct CrStats {
     pub hits: AtomicU64,
+    /// Groups a walk reached (an index walk counts a group at the index hit and again in
+    /// `ext4_mb_good_group_nolock`). With size classes, index walks read only the
+    /// groups of the classes a stage admits, so groups of other classes are not counted.
     pub groups_considered: AtomicU64,
     pub extents_scanned: AtomicU64,
     pub useless_loops: AtomicU64,
@@ -54,7 +57,10 @@ pub struct Counters {
     /// [`Stage`](crate::size_class::Stage) (match, unset, empty, any, shared).
     pub class_stage_hits: [AtomicU64; 5],
     /// Groups claimed by a class, reset to none, skipped for their class, and allocations forced
-    /// into a group of another class.
+    /// into a group of another class. A skip is a group a stage reached and rejected: the
+    /// index walks read only the groups of the classes a stage admits, so there skips count
+    /// the claims that differ in data or CPU (`size_class_per_cpu`); linear walks reach every
+    /// group, and skip other classes too.
     pub class_claims: AtomicU64,
     pub class_resets: AtomicU64,
     pub class_skips: AtomicU64,
