@@ -55,6 +55,9 @@ pub struct Allocator {
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// Held by a commit from closing its transaction until its frees are released.
     pub(crate) committing: Padded<Mutex<()>>,
+    /// The last transaction committed and released (0: none yet); written under
+    /// `committing`.
+    pub(crate) committed: AtomicU64,
     /// The running transaction: frees join it; `commit` closes it.
     pub(crate) tid: Padded<AtomicU64>,
     /// On-disk free blocks (`s_freeclusters_counter`): pending frees count as free.
@@ -193,6 +196,7 @@ impl Builder {
             owners: OwnerTable::new(),
             pending_groups: Padded(Mutex::new(Vec::new())),
             committing: Padded(Mutex::new(())),
+            committed: AtomicU64::new(0),
             tid: Padded(AtomicU64::new(1)),
             free_blocks: PerCpuCounter::new(free),
             free_pending: PerCpuCounter::new(0),

@@ -155,12 +155,22 @@ impl Allocator {
     /// allocatable. Returns the committed transaction id. On error nothing is lost: the frees
     /// stay pending and the next commit retries.
     pub fn commit(&self) -> Result<u64, Error> {
+        // The running transaction holds everything this thread did before calling.
+        let want = self.tid.load(Ordering::Relaxed);
         // One commit at a time, as jbd2 runs them: a commit returns only after every earlier
         // one has released its frees, so a caller retrying after ENOSPC finds them free even
         // when another thread's commit took them off the pending list.
         let _serial = self.committing.lock();
+        let done = self.committed.load(Ordering::Relaxed);
+        if done >= want {
+            // Group commit: the commit we waited for closed our transaction, so it carried
+            // our changes (they were journaled and listed before it closed, or we would have
+            // read a later tid) and released our frees. jbd2 waiters return the same way.
+            return Ok(done);
+        }
         let tid = self.make_durable(None)?;
         self.release_committed(tid);
+        self.committed.store(tid, Ordering::Relaxed);
         Ok(tid)
     }
 
@@ -170,6 +180,7 @@ impl Allocator {
         let _serial = self.committing.lock();
         self.make_durable(Some(tid))?;
         self.release_committed(tid);
+        self.committed.fetch_max(tid, Ordering::Relaxed);
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::bitmap::{bitmap_len, BitmapBytes};
+use super::bitmap::{bitmap_len, count_set, BitmapBytes};
 use super::delta::{apply_checked, apply_unchecked, split};
 use super::verify::{check_counts, Problem};
 use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
@@ -134,9 +134,9 @@ impl MemStore {
 }
 
 fn desc_of(geometry: &Geometry, group: u32, bitmap: &[u8]) -> GroupDesc {
-    let b = BitmapBytes::from_raw(bitmap.into(), geometry.group_len(group));
+    let len = geometry.group_len(group);
     GroupDesc {
-        free: b.count_free(),
+        free: len - count_set(bitmap, 0, len),
         flags: GroupFlags::default(),
     }
 }
