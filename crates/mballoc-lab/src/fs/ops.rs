@@ -15,6 +15,15 @@ use super::Task;
 pub const FALLOC_MAX_REQUEST: u32 = 32767;
 /// Longest extent writeback maps at once (`MAX_WRITEPAGES_EXTENT_LEN`).
 pub const WRITEBACK_MAX_REQUEST: u32 = 2048;
+/// Retries after ENOSPC (`ext4_should_retry_alloc` gives up after its third).
+const ENOSPC_RETRIES: u32 = 3;
+
+/// `ext4_should_retry_alloc`, from the counts the failed allocation reported: retry after a
+/// forced commit while frees wait for one; with none waiting, another task's commit may have
+/// released them after our search failed (read after it), so retry while any block is free.
+pub(crate) fn should_retry_alloc(free: u64, pending: u64, retries: u32) -> bool {
+    retries < ENOSPC_RETRIES && (pending > 0 || free > 0)
+}
 /// Longest direct-I/O request (`EXT_INIT_MAX_LEN`).
 const DIRECT_MAX_REQUEST: u32 = 32768;
 const BLOCK_BITS: u32 = 12;
@@ -214,7 +223,7 @@ impl Task<'_> {
         mode: Mode,
     ) -> Result<(), FsError> {
         let mut at = start;
-        let mut retried = false;
+        let mut retries = 0;
         while at < end {
             let len = (end - at).min(mode.cap());
             if let Mode::Fallocate {
@@ -234,13 +243,16 @@ impl Task<'_> {
                     self.rec.allocated(&geo, &req, &a, ns);
                     f.map.insert(at, a.extent.start, a.extent.len);
                     at += a.extent.len;
-                    retried = false;
+                    retries = 0;
                 }
-                Err(Error::NoSpace { .. }) if !retried => {
-                    // ext4_should_retry_alloc: wait for the running transaction, try again.
-                    self.rec.enospc_commits += 1;
-                    self.fs.journal.commit(&self.fs.alloc)?;
-                    retried = true;
+                Err(Error::NoSpace { free, pending, .. })
+                    if should_retry_alloc(free, pending, retries) =>
+                {
+                    if pending > 0 {
+                        self.rec.enospc_commits += 1;
+                        self.fs.journal.commit(&self.fs.alloc)?;
+                    }
+                    retries += 1;
                 }
                 Err(Error::NoSpace { free, pending, .. }) => {
                     return Err(FsError::NoSpace {

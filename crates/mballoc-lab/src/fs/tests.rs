@@ -168,7 +168,7 @@ fn truncate_frees_after_commit_and_drops_preallocations() {
 }
 
 #[test]
-fn enospc_commits_and_retries_once() {
+fn enospc_commits_and_retries() {
     // 64 MiB: fill it, free everything without a commit, and allocate again: the first try
     // finds nothing (the frees wait for the commit), the layer commits and succeeds.
     let fs = fresh(64 << 20, 1_000_000);
@@ -193,6 +193,20 @@ fn enospc_commits_and_retries_once() {
         }
         other => panic!("expected ENOSPC, got {other:?}"),
     }
+}
+
+#[test]
+fn enospc_retry_follows_ext4_should_retry_alloc() {
+    use super::ops::should_retry_alloc;
+    // Frees waiting: commit and retry, three times at most.
+    assert!(should_retry_alloc(0, 10, 0));
+    assert!(should_retry_alloc(0, 10, 2));
+    assert!(!should_retry_alloc(0, 10, 3));
+    // None waiting but blocks free: a commit by another task released them after the search
+    // failed (seed 001's fallocate3 at two tasks hit this: 991,265 free, 0 waiting).
+    assert!(should_retry_alloc(991_265, 0, 0));
+    // Nothing free, nothing waiting: ENOSPC at once.
+    assert!(!should_retry_alloc(0, 0, 0));
 }
 
 #[test]
