@@ -14,7 +14,6 @@ use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Claim, SizeClass};
-use crate::state;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
 const MAX_CONTENTION: u32 = 8;
@@ -206,7 +205,8 @@ impl Allocator {
                 continue;
             }
             let Some(k) = l.buddy.first_chunk_of_order(order) else {
-                self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+                let reason = format!("buddy counts a free chunk of order {order} but has none");
+                self.mark_corrupt(grp, st.desc_free, reason);
                 return;
             };
             ctx.found += 1;
@@ -260,6 +260,11 @@ impl Allocator {
     /// extents shorter than the goal unmeasured; here whole short runs are stepped over at
     /// once. A long run is measured in `mb_find_extent` pieces, as the kernel's walk restarts
     /// at the end of each measured extent.
+    ///
+    /// A group whose runs disagree with its free count is marked corrupt, as the kernel does,
+    /// and nothing measured in it is kept: the kernel still uses its best extent there, which
+    /// takes the group's free blocks off the free count a second time; here no block of an
+    /// inconsistent group is handed out and the counters stay exact.
     fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         let Some(l) = st.loaded.as_ref() else { return };
         let skip_short = !ctx.cr.expensive();
@@ -283,10 +288,13 @@ impl Allocator {
             loop {
                 let len = l.buddy.extent_in(r, s, m.goal);
                 if free < len {
-                    // More free clusters in the runs than counted: the bitmap is inconsistent.
-                    self.bits(grp.no).set(state::BBITMAP_CORRUPT);
-                    exhausted = false;
-                    break 'runs;
+                    // More free clusters in the runs than counted: the bitmap is inconsistent
+                    // (the kernel's "free clusters as per group info. But got %d blocks").
+                    let reason = format!(
+                        "free runs hold more than the {} free clusters counted",
+                        l.buddy.free()
+                    );
+                    return self.mark_corrupt(grp, st.desc_free, reason);
                 }
                 verdict = m.measure(Ex {
                     group: grp.no,
@@ -310,8 +318,10 @@ impl Allocator {
             exhausted = false;
         }
         if exhausted && free > 0 && !skip_short {
-            // Free clusters counted but none found: the bitmap is inconsistent.
-            self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+            // Free clusters counted but not found: the bitmap is inconsistent (the
+            // kernel's "free clusters as per group info. But bitmap says 0").
+            let reason = format!("{free} free clusters counted but not in the free runs");
+            return self.mark_corrupt(grp, st.desc_free, reason);
         }
         m.store(ctx);
         if verdict == Verdict::Break {
@@ -498,5 +508,72 @@ impl Measure {
         ctx.b_ex = self.best;
         ctx.found = self.found;
         ctx.cx_found[ctx.cr.index()] += self.seen;
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{Allocator, Error, Extent, Flags, Geometry, Request};
+
+    const BPG: u64 = 8192;
+
+    /// Group 0 full; group 1 free only in four runs of 50 blocks, at offsets 1000 … 4000.
+    fn four_short_runs() -> Allocator {
+        let geo = Geometry::new(4096, BPG as u32, 2 * BPG, 0, 1).unwrap();
+        let mut used = vec![(0, BPG + 1000)];
+        for k in 1..4 {
+            used.push((BPG + 1000 * k + 50, 950));
+        }
+        used.push((BPG + 4050, BPG - 4050));
+        Allocator::builder(geo).used(&used).build().unwrap()
+    }
+
+    /// A group whose free count claims 1,000 clusters more than its runs hold.
+    fn inflate(a: &Allocator, g: usize) {
+        let grp = &a.groups[g];
+        let mut st = a.lock_group(grp);
+        st.loaded.as_mut().unwrap().buddy.inflate_free(1000);
+        a.publish(grp, &mut st, a.tun.load().mb_optimize_scan);
+    }
+
+    #[test]
+    fn a_group_whose_runs_disagree_with_its_count_is_marked_corrupt_and_not_used() {
+        let a = four_short_runs();
+        assert_eq!(a.free_blocks(), 200);
+        inflate(&a, 1);
+        // 100 blocks: no run is long enough at the cheap criteria; CR_GOAL_LEN_SLOW walks all
+        // four runs and finds 1,000 counted clusters missing.
+        let req = Request::new(7, 0, 100).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+        match a.allocate(&req) {
+            Err(Error::NoSpace { free, .. }) => assert_eq!(free, 0),
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+        let corrupt = a.corrupt_groups();
+        assert_eq!(corrupt.len(), 1, "{corrupt:?}");
+        assert_eq!(corrupt[0].0, 1);
+        assert!(
+            corrupt[0].1.contains("1000 free clusters"),
+            "{}",
+            corrupt[0].1
+        );
+        // Its blocks left the free count once, none was handed out, and frees into it are
+        // refused.
+        assert_eq!(a.free_blocks(), 0);
+        assert_eq!(a.stats().corrupt_groups, 1);
+        assert!(matches!(
+            a.free(7, Extent::new(BPG + 10, 1)),
+            Err(Error::CorruptGroup { group: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_consistent_group_gives_its_best_short_run() {
+        // The control: without the inflated count the same request takes a 50-block run.
+        let a = four_short_runs();
+        let req = Request::new(7, 0, 100).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+        let got = a.allocate(&req).unwrap();
+        assert_eq!(got.extent.len, 50);
+        assert!(a.corrupt_groups().is_empty());
+        a.check_consistency().unwrap();
     }
 }
