@@ -69,7 +69,7 @@ impl Bitmap {
     }
 
     fn trim_tail(&mut self) {
-        if self.len % 64 != 0 {
+        if !self.len.is_multiple_of(64) {
             if let Some(last) = self.words.last_mut() {
                 *last &= !mask_from(self.len);
             }
@@ -115,7 +115,7 @@ impl Bitmap {
             if w == first {
                 m &= mask_from(start);
             }
-            if w == last && end % 64 != 0 {
+            if w == last && !end.is_multiple_of(64) {
                 m &= !mask_from(end);
             }
             f(&mut self.words[w], m);
@@ -141,7 +141,7 @@ impl Bitmap {
                 if w == first {
                     m &= mask_from(start);
                 }
-                if w == last && end % 64 != 0 {
+                if w == last && !end.is_multiple_of(64) {
                     m &= !mask_from(end);
                 }
                 (self.words[w] & m).count_ones()

@@ -50,10 +50,8 @@ impl Allocator {
         };
         ctx.prefetch_ios = 0;
         ctx.first_err = None;
-        if ctx.class != SizeClass::None {
-            if self.class_stages(ctx, first_cr)? {
-                return self.finish_regular(ctx);
-            }
+        if ctx.class != SizeClass::None && self.class_stages(ctx, first_cr)? {
+            return self.finish_regular(ctx);
         }
         ctx.cr = first_cr;
         loop {

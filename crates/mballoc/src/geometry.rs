@@ -50,7 +50,10 @@ impl Geometry {
                 "a power of two from 1024 to 65536",
             );
         }
-        if blocks_per_group == 0 || blocks_per_group % 8 != 0 || blocks_per_group > block_size * 8 {
+        if blocks_per_group == 0
+            || !blocks_per_group.is_multiple_of(8)
+            || blocks_per_group > block_size * 8
+        {
             return bad(
                 "blocks_per_group",
                 blocks_per_group.into(),

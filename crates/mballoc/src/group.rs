@@ -138,11 +138,9 @@ impl GroupState {
         let old_avg = self.avg_order;
         // mb_update_avg_fragment_size returns at once while optimize scan is off.
         if optimize_scan {
-            self.avg_order = if frags == 0 {
-                -1
-            } else {
-                avg_fragment_order(free / frags, num_orders) as i32
-            };
+            self.avg_order = free
+                .checked_div(frags)
+                .map_or(-1, |avg| avg_fragment_order(avg, num_orders) as i32);
         }
         IndexChange {
             old_largest,

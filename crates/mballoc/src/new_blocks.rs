@@ -164,11 +164,7 @@ impl Allocator {
         }
         let mut new_pa = None;
         if ctx.o_ex.len < ctx.b_ex.len {
-            new_pa = match (
-                ctx.flags.contains(Flags::HINT_GROUP_ALLOC),
-                lg.as_deref_mut(),
-                owner.as_deref_mut(),
-            ) {
+            new_pa = match (ctx.flags.contains(Flags::HINT_GROUP_ALLOC), lg, owner) {
                 (true, Some(lg), _) => Some(self.new_group_pa(ctx, lg)),
                 (false, _, Some(owner)) => Some(self.new_inode_pa(ctx, owner)),
                 _ => {

@@ -100,7 +100,7 @@ pub fn normalize(ctx: &mut Ctx, geo: &Geometry, pas: Option<&OwnerPas>) {
         size -= lleft + 1 - start;
         start = lleft + 1;
     }
-    if req.pright != 0 && start + size - 1 >= lright {
+    if req.pright != 0 && start + size > lright {
         size -= start + size - lright;
     }
     size = size.min(bpg);

@@ -142,7 +142,7 @@ impl Allocator {
         }
         if bits.need_init() {
             let flex = self.geo.flex_bg_size();
-            let first_of_flex = flex > 1 && grp.no % flex == 0;
+            let first_of_flex = flex > 1 && grp.no.is_multiple_of(flex);
             if !cr.expensive() && !first_of_flex {
                 return Ok(false);
             }
@@ -165,7 +165,7 @@ impl Allocator {
                 let flex = self.geo.flex_bg_size();
                 if ctx.flags.contains(Flags::HINT_DATA)
                     && flex >= FLEX_SIZE_DIR_ALLOC_SCHEME
-                    && grp.no % flex == 0
+                    && grp.no.is_multiple_of(flex)
                 {
                     return false;
                 }
@@ -188,7 +188,7 @@ impl Allocator {
             return self.simple_scan(ctx, grp, st);
         }
         let stripe = ctx.tun.stripe;
-        let stripe_aligned = stripe >= 1 && ctx.g_ex.len % stripe == 0;
+        let stripe_aligned = stripe >= 1 && ctx.g_ex.len.is_multiple_of(stripe);
         if matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen) && stripe_aligned {
             self.aligned_scan(ctx, grp, st);
         }
@@ -396,7 +396,9 @@ impl Allocator {
         let max = l.buddy.find_extent(start, ctx.g_ex.len);
         let stripe = ctx.tun.stripe;
         let accept = if max >= ctx.g_ex.len && stripe > 0 && ctx.g_ex.len == stripe {
-            self.geo.block_of(grp.no, start) % u64::from(stripe) == 0
+            self.geo
+                .block_of(grp.no, start)
+                .is_multiple_of(u64::from(stripe))
         } else {
             max >= ctx.g_ex.len || (max > 0 && ctx.flags.contains(Flags::HINT_MERGE))
         };
