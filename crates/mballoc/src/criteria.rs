@@ -305,6 +305,28 @@ impl Allocator {
         }
     }
 
+    /// Orders `first..` of index `kind`, each over `[start, end)` and then `[0, start)`, as
+    /// the kernel's order loops walk them. True = the walk ended the criterion's search.
+    fn scan_orders(
+        &self,
+        ctx: &mut Ctx,
+        kind: Kind,
+        first: usize,
+        walk: Walk,
+        start: u32,
+        end: u32,
+    ) -> Result<bool, Error> {
+        for (s, e) in two_passes(start, end) {
+            for order in first..self.geo.num_orders() {
+                self.scan_order(ctx, kind, order, walk, s, e)?;
+                if ctx.status != Status::Continue {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// `ext4_mb_scan_groups_p2_aligned`: largest-free-order index, orders ascending from
     /// `ac_2order`, goal..end then 0..goal.
     fn scan_p2_aligned(
@@ -314,13 +336,9 @@ impl Allocator {
         start: u32,
         end: u32,
     ) -> Result<(), Error> {
-        for (s, e) in two_passes(start, end) {
-            for order in ctx.two_order as usize..self.geo.num_orders() {
-                self.scan_order(ctx, Kind::Largest, order, walk, s, e)?;
-                if ctx.status != Status::Continue {
-                    return Ok(());
-                }
-            }
+        let first = ctx.two_order as usize;
+        if self.scan_orders(ctx, Kind::Largest, first, walk, start, end)? {
+            return Ok(());
         }
         ctx.stats.bump(|c| &c.cr[ctx.cr.index()].useless_loops);
         ctx.cr = Criterion::GoalLenFast;
@@ -329,14 +347,9 @@ impl Allocator {
 
     /// `ext4_mb_scan_groups_goal_fast`: average-fragment index from the goal length's order.
     fn scan_goal_fast(&self, ctx: &mut Ctx, walk: Walk, start: u32, end: u32) -> Result<(), Error> {
-        for (s, e) in two_passes(start, end) {
-            let first = avg_fragment_order(ctx.g_ex.len, self.geo.num_orders());
-            for order in first..self.geo.num_orders() {
-                self.scan_order(ctx, Kind::Avg, order, walk, s, e)?;
-                if ctx.status != Status::Continue {
-                    return Ok(());
-                }
-            }
+        let first = avg_fragment_order(ctx.g_ex.len, self.geo.num_orders());
+        if self.scan_orders(ctx, Kind::Avg, first, walk, start, end)? {
+            return Ok(());
         }
         ctx.stats.bump(|c| &c.cr[ctx.cr.index()].useless_loops);
         ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) {
