@@ -84,6 +84,11 @@ pub struct Allocator {
     /// equivalence test in `criteria` compares the two walks).
     #[cfg(test)]
     pub(crate) walk_all_classes: bool,
+    /// Test only: no shortcut of the walks (`reject_unfit`, whole prefetch windows read from
+    /// one word): every group reached goes through `scan_group`, every prefetch window group
+    /// by group. The equivalence test in `criteria` compares the two, counters included.
+    #[cfg(test)]
+    pub(crate) no_walk_shortcuts: bool,
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
@@ -211,6 +216,8 @@ impl Builder {
             corrupt: Default::default(),
             #[cfg(test)]
             walk_all_classes: false,
+            #[cfg(test)]
+            no_walk_shortcuts: false,
         };
         a.adopt_store_corruption();
         if !self.lazy {

@@ -90,6 +90,41 @@ impl Allocator {
         Ok(())
     }
 
+    /// [`Self::scan_group`]'s way out for a group whose lock-free counts already show that it
+    /// cannot hold the goal length at CR_GOAL_LEN_FAST or CR_BEST_AVAIL_LEN (average fragment
+    /// below the goal, `ext4_mb_good_group`): the same steps and counts in the same order
+    /// (prefetch, busy skip, class filter, `groups_considered`), without the call and the
+    /// criterion dispatch. An index walk meets many such groups when the groups of its order
+    /// sit just under the goal length. False = not decided here, scan the group.
+    #[inline]
+    pub(crate) fn reject_unfit(&self, ctx: &mut Ctx, g: u32) -> bool {
+        if self.no_walk_shortcuts() {
+            return false;
+        }
+        if !matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen)
+            || ctx.flags.contains(Flags::STRICT_CHECK)
+        {
+            return false;
+        }
+        let grp = &self.groups[g as usize];
+        let (free, frags) = (grp.bb_free(), grp.bb_fragments());
+        if u64::from(free) >= u64::from(ctx.g_ex.len) * u64::from(frags) && frags > 0 {
+            return false;
+        }
+        if self.bits(g).need_init() {
+            return false;
+        }
+        self.might_prefetch(ctx, g);
+        if ctx.tun.try_lock_groups && grp.lock.is_locked() {
+            ctx.stats.bump(|c| &c.busy_skips);
+            return true;
+        }
+        if self.class_admits(ctx, grp) {
+            ctx.stats.bump(|c| &c.cr[ctx.cr.index()].groups_considered);
+        }
+        true
+    }
+
     /// The size-class filter of the current stage (`find_free_extent_check_size_class`). The
     /// index walks only reach groups of the classes the stage admits (see
     /// [`crate::class_index`]), so there it rejects on the rest of the claim (data for the

@@ -35,6 +35,17 @@ impl ReadMarks {
     pub fn word(&self, g: u32) -> (&AtomicU64, u64) {
         (self.0.get((g / 64) as usize), 1 << (g % 64))
     }
+    /// Whether the marks of `[g, g + nr)` are all set, read from one word (false whenever the
+    /// window does not fit in `g`'s word: the caller then walks it group by group).
+    #[inline]
+    pub fn all_set(&self, g: u32, nr: u32) -> bool {
+        let bit = g % 64;
+        if nr == 0 || bit + nr > 64 {
+            return false;
+        }
+        let mask = (u64::MAX >> (64 - nr)) << bit;
+        self.0.get((g / 64) as usize).load(Ordering::Relaxed) & mask == mask
+    }
 }
 
 /// Every group's `bb_state` bits, packed and isolated from other allocations.
@@ -81,5 +92,30 @@ impl StateBits {
     #[inline]
     pub fn need_init(&self) -> bool {
         self.has(NEED_INIT)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_set_reads_one_word_window() {
+        let m = ReadMarks::new(200);
+        for g in 64..80 {
+            let (w, b) = m.word(g);
+            w.fetch_or(b, Ordering::Relaxed);
+        }
+        assert!(m.all_set(64, 16) && m.all_set(70, 10) && m.all_set(79, 1));
+        assert!(!m.all_set(64, 17) && !m.all_set(63, 2) && !m.all_set(64, 0));
+        // A window crossing a word boundary is never answered from one word.
+        for g in 120..136 {
+            let (w, b) = m.word(g);
+            w.fetch_or(b, Ordering::Relaxed);
+        }
+        assert!(!m.all_set(120, 16) && m.all_set(128, 8));
+        let (w, b) = m.word(75);
+        w.fetch_and(!b, Ordering::Relaxed);
+        assert!(!m.all_set(64, 16) && m.all_set(76, 4));
     }
 }
