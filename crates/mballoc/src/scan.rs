@@ -95,8 +95,9 @@ impl Allocator {
     /// below the goal, `ext4_mb_good_group`): the same steps and counts in the same order
     /// (prefetch, busy skip, class filter, `groups_considered`), without the call and the
     /// criterion dispatch. An index walk meets many such groups when the groups of its order
-    /// sit just under the goal length. False = not decided here, scan the group.
-    #[inline]
+    /// sit just under the goal length. False = not decided here, scan the group. Always
+    /// inline: out of line, its call per rejected group cost 1.5 % of `proposed`'s churn.
+    #[inline(always)]
     pub(crate) fn reject_unfit(&self, ctx: &mut Ctx, g: u32) -> bool {
         if self.no_walk_shortcuts() {
             return false;
