@@ -84,9 +84,10 @@ pub struct Allocator {
     /// equivalence test in `criteria` compares the two walks).
     #[cfg(test)]
     pub(crate) walk_all_classes: bool,
-    /// Test only: no shortcut of the walks (`reject_unfit`, whole prefetch windows read from
-    /// one word): every group reached goes through `scan_group`, every prefetch window group
-    /// by group. The equivalence test in `criteria` compares the two, counters included.
+    /// Test only: no shortcut of the walks (`unfit_nolock`, whole prefetch windows read from
+    /// one word): every group reached goes through the full `good_group_nolock`, every
+    /// prefetch window group by group. The equivalence test in `criteria` compares the two,
+    /// counters included.
     #[cfg(test)]
     pub(crate) no_walk_shortcuts: bool,
 }

@@ -258,9 +258,7 @@ impl Allocator {
         while let Some(found) = sets.next(g, end) {
             self.prefetch_passed(ctx, sets, g, found);
             ctx.stats.bump(|c| &c.cr[ctx.cr.index()].groups_considered);
-            if !self.reject_unfit(ctx, found) {
-                self.scan_group(ctx, found)?;
-            }
+            self.scan_group(ctx, found)?;
             if ctx.status != Status::Continue {
                 return Ok(());
             }
