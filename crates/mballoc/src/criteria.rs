@@ -243,7 +243,9 @@ impl Allocator {
     /// `ext4_mb_scan_groups_xa_range`: groups of one index order in `[start, end)`, ascending.
     /// Reads the sets of the classes the current stage admits (see [`crate::class_index`]):
     /// the groups of the other classes are not visited (nor counted in `groups_considered`),
-    /// only their prefetch point is honoured ([`Self::prefetch_passed`]).
+    /// only their prefetch point is honoured ([`Self::prefetch_passed`]). A class stage
+    /// passes over the groups too fragmented for the goal the same way
+    /// ([`Self::stage_passes_unfit`]).
     fn scan_index_range(
         &self,
         ctx: &mut Ctx,
@@ -257,6 +259,12 @@ impl Allocator {
         let mut g = start;
         while let Some(found) = sets.next(g, end) {
             self.prefetch_passed(ctx, sets, g, found);
+            if self.stage_passes_unfit(ctx, found) {
+                // The visit would have started with the prefetch step and ended in a no.
+                self.might_prefetch(ctx, found);
+                g = found + 1;
+                continue;
+            }
             ctx.stats.bump(|c| &c.cr[ctx.cr.index()].groups_considered);
             self.scan_group(ctx, found)?;
             if ctx.status != Status::Continue {
@@ -266,6 +274,23 @@ impl Allocator {
         }
         self.prefetch_passed(ctx, sets, g, end);
         Ok(())
+    }
+
+    /// A size-class stage (`proposed`) walks past the groups whose lock-free counts show an
+    /// average free fragment below the goal ([`Self::unfit_counts`]), as it walks past the
+    /// groups of other classes: they are neither visited nor counted in `groups_considered`
+    /// (nor met by the busy and class checks), only their prefetch step is taken. A visit
+    /// would have turned them down too, so placement is unchanged; what the stage saves is a
+    /// visit per rejected group: size classes pack groups until their average fragment sits
+    /// just under the requests, and churn's stages met about five such groups per request.
+    /// The kernel's walk (no stage) visits and counts every group, as ext4 does.
+    #[inline(always)]
+    fn stage_passes_unfit(&self, ctx: &Ctx, g: u32) -> bool {
+        #[cfg(test)]
+        if self.walk_all_classes {
+            return false;
+        }
+        ctx.stage.is_some() && self.unfit_counts(ctx, &self.groups[g as usize])
     }
 
     /// The classes whose index sets the current stage walks; the kernel's walk takes them all.
@@ -658,7 +683,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
         #[test]
         fn class_walks_place_as_the_filtered_walk(ops in proptest::collection::vec(op(), 1..200)) {
             let p = Policy::Proposed;

@@ -102,8 +102,15 @@ impl Allocator {
     /// them without the criterion dispatch of the full checks. Same answer and same count.
     #[inline(always)]
     fn unfit_nolock(&self, ctx: &Ctx, grp: &Group) -> bool {
-        !self.no_walk_shortcuts()
-            && matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen)
+        !self.no_walk_shortcuts() && self.unfit_counts(ctx, grp)
+    }
+
+    /// Whether `good_group_nolock` would turn `grp` down at once at this criterion for its
+    /// average free fragment alone: at CR_GOAL_LEN_FAST / CR_BEST_AVAIL_LEN, read without
+    /// the lock, outside STRICT_CHECK and for a group that needs no init.
+    #[inline(always)]
+    pub(crate) fn unfit_counts(&self, ctx: &Ctx, grp: &Group) -> bool {
+        matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen)
             && !ctx.flags.contains(Flags::STRICT_CHECK)
             && !fragments_fit(grp.bb_free(), grp.bb_fragments(), ctx.g_ex.len)
             && !self.bits(grp.no).need_init()
