@@ -62,6 +62,9 @@ pub struct Ctx<'a> {
     pub prefetch_grp: u32,
     pub prefetch_nr: u32,
     pub prefetch_ios: u32,
+    /// The prefetch steps can do nothing in this request ([`crate::Allocator`]'s
+    /// `prefetch_idle`): the walks skip them.
+    pub prefetch_idle: bool,
     pub first_err: Option<Error>,
     /// The request's size class; `None` when size classes are off or this is not data.
     pub class: SizeClass,
@@ -102,6 +105,7 @@ impl<'a> Ctx<'a> {
             prefetch_grp: 0,
             prefetch_nr: 0,
             prefetch_ios: 0,
+            prefetch_idle: false,
             first_err: None,
             class: SizeClass::None,
             stage: None,

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Classes, SizeClass, Stage};
 use crate::stats::LocalStats;
-use crate::tunables::KernelFlavor;
+use crate::tunables::{KernelFlavor, Tunables};
 
 impl Allocator {
     /// `ext4_mb_regular_allocator`. On return `ctx.status` is `Found` (and `ctx.b_ex` is taken
@@ -49,6 +49,7 @@ impl Allocator {
             Criterion::GoalLenFast
         };
         ctx.prefetch_ios = 0;
+        ctx.prefetch_idle = self.prefetch_idle(ctx.tun);
         ctx.first_err = None;
         if ctx.class != SizeClass::None && self.class_stages(ctx, first_cr)? {
             return self.finish_regular(ctx);
@@ -309,7 +310,7 @@ impl Allocator {
     /// it runs before every visit, and mostly finds the prefetch point outside the range.
     #[inline]
     fn prefetch_passed(&self, ctx: &mut Ctx, sets: &impl WalkSets, from: u32, to: u32) {
-        if sets.passes_over() && (from..to).contains(&ctx.prefetch_grp) {
+        if sets.passes_over() && !ctx.prefetch_idle && (from..to).contains(&ctx.prefetch_grp) {
             self.prefetch_passed_point(ctx, sets, from, to);
         }
     }
@@ -438,6 +439,7 @@ impl Allocator {
     #[inline(always)]
     pub(crate) fn might_prefetch(&self, ctx: &mut Ctx, g: u32) {
         if g != ctx.prefetch_grp
+            || ctx.prefetch_idle
             || !(ctx.cr.expensive() || ctx.prefetch_ios < ctx.tun.mb_prefetch_limit)
         {
             return;
@@ -502,6 +504,20 @@ impl Allocator {
             g = if g + 1 >= n { 0 } else { g + 1 };
         }
         g
+    }
+
+    /// Whether this request's prefetch steps can do nothing at all. A window reads only
+    /// groups that still need their buddy built, and counts only those; once none is left
+    /// (`uninit` is 0, and `NEED_INIT` is never set again) a window can only set read marks,
+    /// which nothing but later windows look at, and the completion has nothing to build. With
+    /// the marks tested before they are set (seed 003) the walks then skip the prefetch point's
+    /// bookkeeping altogether: the same reads, counts and placements
+    /// (`walk_shortcuts_change_nothing`). 6.18's own walk keeps setting every mark of the
+    /// window with an atomic RMW, the shared-line writes seed 003 is about, so it keeps them.
+    pub(crate) fn prefetch_idle(&self, tun: &Tunables) -> bool {
+        tun.prefetch_test_before_set
+            && !self.no_walk_shortcuts()
+            && self.uninit.load(Ordering::Relaxed) == 0
     }
 
     /// See [`Allocator::no_walk_shortcuts`] (always false outside tests).
@@ -696,6 +712,28 @@ mod tests {
         fn walk_shortcuts_change_nothing(ops in proptest::collection::vec(op(), 1..200), proposed in any::<bool>()) {
             let p = if proposed { Policy::Proposed } else { Policy::Linux618 };
             run(allocator(p, false, true), allocator(p, false, false), ops, true)?;
+        }
+    }
+
+    /// The prefetch steps go idle only with the marks tested first, and only once every
+    /// group's buddy is built; 6.18's test-and-set walk never does.
+    #[test]
+    fn prefetch_goes_idle_once_every_buddy_is_built() {
+        for (policy, can_idle) in [(Policy::Proposed, true), (Policy::Linux618, false)] {
+            let a = allocator(policy, false, false);
+            assert!(
+                !a.prefetch_idle(&a.tun.load()),
+                "{policy:?} with unread groups"
+            );
+            for g in 0..GROUPS as u32 - 1 {
+                a.load_group(g).unwrap();
+            }
+            assert!(
+                !a.prefetch_idle(&a.tun.load()),
+                "{policy:?}: one group left"
+            );
+            a.load_group(GROUPS as u32 - 1).unwrap();
+            assert_eq!(a.prefetch_idle(&a.tun.load()), can_idle, "{policy:?}");
         }
     }
 }
