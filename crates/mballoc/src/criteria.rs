@@ -514,8 +514,11 @@ impl Allocator {
     /// which nothing but later windows look at, and the completion has nothing to build. With
     /// the marks tested before they are set (seed 003) the walks then skip the prefetch point's
     /// bookkeeping altogether: the same reads, counts and placements
-    /// (`walk_shortcuts_change_nothing`). 6.18's own walk keeps setting every mark of the
-    /// window with an atomic RMW, the shared-line writes seed 003 is about, so it keeps them.
+    /// (`walk_shortcuts_change_nothing`). (`uninit` drops just before the last loader clears
+    /// its group's `NEED_INIT`, under that group's lock: a window skipped then would only have
+    /// read ahead a bitmap that is being read.) 6.18's own walk keeps setting every mark of
+    /// the window with an atomic RMW, the shared-line writes seed 003 is about, so it keeps
+    /// them.
     pub(crate) fn prefetch_idle(&self, tun: &Tunables) -> bool {
         tun.prefetch_test_before_set
             && !self.no_walk_shortcuts()
@@ -725,7 +728,7 @@ mod tests {
             let a = allocator(policy, false, false);
             assert!(
                 !a.prefetch_idle(&a.tun.load()),
-                "{policy:?} with unread groups"
+                "{policy:?} with unbuilt groups"
             );
             for g in 0..GROUPS as u32 - 1 {
                 a.load_group(g).unwrap();
