@@ -170,6 +170,8 @@ impl OrderSets<'_> {
 pub trait WalkSets {
     /// First visited group `>= from` and `< end`.
     fn next(&self, from: u32, end: u32) -> Option<u32>;
+    /// First visited group `>= from` and `< end` that `keep` accepts.
+    fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32>;
     /// Whether the walk passes over the groups of some class in use.
     fn passes_over(&self) -> bool;
     /// Whether `g` is one of the groups the walk passes over.
@@ -181,6 +183,10 @@ impl WalkSets for GroupSet {
     #[inline]
     fn next(&self, from: u32, end: u32) -> Option<u32> {
         GroupSet::next(self, from, end)
+    }
+    #[inline]
+    fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32> {
+        GroupSet::next_where(self, from, end, keep)
     }
     #[inline]
     fn passes_over(&self) -> bool {
@@ -198,6 +204,16 @@ impl WalkSets for OrderSets<'_> {
             0 => None,
             m if m.is_power_of_two() => self.sets[m.trailing_zeros() as usize & 3].next(from, end),
             m => GroupSet::next_in_union(self.sets, m, from, end),
+        }
+    }
+    #[inline]
+    fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32> {
+        match self.walk.walked {
+            0 => None,
+            m if m.is_power_of_two() => {
+                self.sets[m.trailing_zeros() as usize & 3].next_where(from, end, keep)
+            }
+            m => GroupSet::next_in_union_where(self.sets, m, from, end, keep),
         }
     }
     #[inline]

@@ -257,8 +257,19 @@ impl Allocator {
         if start >= end || end > self.geo.group_count() {
             return Ok(());
         }
+        // With the prefetch steps idle a group the stage passes over costs nothing but its
+        // test, done inside the set walk (the group found then passes the test below too,
+        // unless another CPU changed its counts meanwhile).
+        let quick = ctx.prefetch_idle && self.stage_filters_unfit(ctx);
+        let len = ctx.g_ex.len;
         let mut g = start;
-        while let Some(found) = sets.next(g, end) {
+        loop {
+            let next = if quick {
+                sets.next_where(g, end, |x| self.fits_idle(x, len))
+            } else {
+                sets.next(g, end)
+            };
+            let Some(found) = next else { break };
             self.prefetch_passed(ctx, sets, g, found);
             if self.stage_passes_unfit(ctx, found) {
                 // The visit would have started with the prefetch step and ended in a no.
@@ -287,11 +298,28 @@ impl Allocator {
     /// The kernel's walk (no stage) visits and counts every group, as ext4 does.
     #[inline(always)]
     fn stage_passes_unfit(&self, ctx: &Ctx, g: u32) -> bool {
+        self.stage_filters_unfit(ctx) && self.unfit_counts(ctx, &self.groups[g as usize])
+    }
+
+    /// Whether the walk is a size-class stage's, which passes over unfit groups.
+    #[inline(always)]
+    fn stage_filters_unfit(&self, ctx: &Ctx) -> bool {
         #[cfg(test)]
         if self.walk_all_classes {
             return false;
         }
-        ctx.stage.is_some() && self.unfit_counts(ctx, &self.groups[g as usize])
+        ctx.stage.is_some()
+            && matches!(ctx.cr, Criterion::GoalLenFast | Criterion::BestAvailLen)
+            && !ctx.flags.contains(Flags::STRICT_CHECK)
+    }
+
+    /// [`Self::stage_passes_unfit`]'s test in reverse, once the prefetch steps are idle: then
+    /// every buddy is built (no `NEED_INIT` left to send a group to the full checks), and a
+    /// passed-over group has no prefetch step to take, so the set walk can test it in place.
+    #[inline(always)]
+    fn fits_idle(&self, g: u32, len: u32) -> bool {
+        let grp = &self.groups[g as usize];
+        crate::scan::fragments_fit(grp.bb_free(), grp.bb_fragments(), len)
     }
 
     /// The classes whose index sets the current stage walks; the kernel's walk takes them all.

@@ -73,6 +73,37 @@ impl GroupSet {
             |s| self.summary[s].load(Ordering::Relaxed),
         )
     }
+    /// First group `>= from` and `< end` in the set for which `keep` holds: the set's words
+    /// are read once each, and only the groups in them are offered to `keep`.
+    #[inline]
+    pub fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32> {
+        first_where(
+            self.len,
+            from,
+            end,
+            |w| self.words[w].load(Ordering::Relaxed),
+            |s| self.summary[s].load(Ordering::Relaxed),
+            keep,
+        )
+    }
+    /// [`GroupSet::next_where`] over the union of [`GroupSet::next_in_union`].
+    #[inline]
+    pub fn next_in_union_where(
+        sets: &[GroupSet; 4],
+        mask: u8,
+        from: u32,
+        end: u32,
+        keep: impl FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        first_where(
+            sets[0].len,
+            from,
+            end,
+            |w| union(sets, mask, |s| s.words[w].load(Ordering::Relaxed)),
+            |i| union(sets, mask, |s| s.summary[i].load(Ordering::Relaxed)),
+            keep,
+        )
+    }
     /// First group `>= from` and `< end` in any of the sets of `sets` that `mask` picks (bit
     /// `i` = `sets[i]`; all of one length): the union is read word by word, so a walk over it
     /// meets its groups in ascending order, as a walk over one set holding them all would.
@@ -127,6 +158,38 @@ fn first_in(
     }
 }
 
+/// [`first_in`] for the first group that `keep` accepts.
+#[inline(always)]
+fn first_where(
+    len: u32,
+    from: u32,
+    end: u32,
+    word: impl Fn(usize) -> u64,
+    summary: impl Fn(usize) -> u64,
+    mut keep: impl FnMut(u32) -> bool,
+) -> Option<u32> {
+    let end = end.min(len);
+    if from >= end {
+        return None;
+    }
+    let mut w = (from / 64) as usize;
+    let mut bits = word(w) & (!0u64 << (from % 64));
+    loop {
+        while bits != 0 {
+            let g = w as u32 * 64 + bits.trailing_zeros();
+            if g >= end {
+                return None;
+            }
+            if keep(g) {
+                return Some(g);
+            }
+            bits &= bits - 1;
+        }
+        w = next_word(w + 1, end, &summary)?;
+        bits = word(w);
+    }
+}
+
 /// First word `>= w` whose summary bit is set, if it starts below `end`.
 #[inline(always)]
 fn next_word(w: usize, end: u32, summary: &impl Fn(usize) -> u64) -> Option<usize> {
@@ -169,6 +232,8 @@ mod tests {
             for (from, end) in probes {
                 let want = model.range(from..end.min(9000).max(from)).next().copied();
                 prop_assert_eq!(s.next(from, end), want, "from {} end {}", from, end);
+                let odd = model.range(from..end.min(9000).max(from)).find(|g| **g % 3 == 1).copied();
+                prop_assert_eq!(s.next_where(from, end, |g| g % 3 == 1), odd, "from {} end {}", from, end);
             }
             prop_assert_eq!(s.count() as usize, model.len());
         }
@@ -194,6 +259,8 @@ mod tests {
             for (from, end) in probes {
                 let want = merged.range(from..end.min(9000).max(from)).next().copied();
                 prop_assert_eq!(GroupSet::next_in_union(&sets, mask, from, end), want, "from {} end {}", from, end);
+                let odd = merged.range(from..end.min(9000).max(from)).find(|g| **g % 3 == 1).copied();
+                prop_assert_eq!(GroupSet::next_in_union_where(&sets, mask, from, end, |g| g % 3 == 1), odd, "from {} end {}", from, end);
             }
         }
     }

@@ -473,7 +473,7 @@ enum Verdict {
 /// `ext4_mb_good_group`'s test at CR_GOAL_LEN_FAST / CR_BEST_AVAIL_LEN: the average free
 /// fragment (`free / fragments`) holds the goal length.
 #[inline(always)]
-fn fragments_fit(free: u32, frags: u32, len: u32) -> bool {
+pub(crate) fn fragments_fit(free: u32, frags: u32, len: u32) -> bool {
     frags > 0 && free / frags >= len
 }
 
