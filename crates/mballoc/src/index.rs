@@ -65,13 +65,7 @@ impl GroupSet {
     }
     /// First group `>= from` and `< end` in the set.
     pub fn next(&self, from: u32, end: u32) -> Option<u32> {
-        first_in(
-            self.len,
-            from,
-            end,
-            |w| self.words[w].load(Ordering::Relaxed),
-            |s| self.summary[s].load(Ordering::Relaxed),
-        )
+        self.next_where(from, end, |_| true)
     }
     /// First group `>= from` and `< end` in the set for which `keep` holds: the set's words
     /// are read once each, and only the groups in them are offered to `keep`.
@@ -107,14 +101,9 @@ impl GroupSet {
     /// First group `>= from` and `< end` in any of the sets of `sets` that `mask` picks (bit
     /// `i` = `sets[i]`; all of one length): the union is read word by word, so a walk over it
     /// meets its groups in ascending order, as a walk over one set holding them all would.
+    #[inline]
     pub fn next_in_union(sets: &[GroupSet; 4], mask: u8, from: u32, end: u32) -> Option<u32> {
-        first_in(
-            sets[0].len,
-            from,
-            end,
-            |w| union(sets, mask, |s| s.words[w].load(Ordering::Relaxed)),
-            |i| union(sets, mask, |s| s.summary[i].load(Ordering::Relaxed)),
-        )
+        GroupSet::next_in_union_where(sets, mask, from, end, |_| true)
     }
     pub fn count(&self) -> u32 {
         self.words
@@ -132,33 +121,9 @@ fn union(sets: &[GroupSet; 4], mask: u8, read: impl Fn(&GroupSet) -> u64) -> u64
         .fold(0, |a, i| a | read(&sets[i]))
 }
 
-/// First group `>= from` and `< end` of a set of `len` groups read through `word` (the group
-/// bits of word `w`) and `summary` (the summary bits of summary word `s`).
-#[inline(always)]
-fn first_in(
-    len: u32,
-    from: u32,
-    end: u32,
-    word: impl Fn(usize) -> u64,
-    summary: impl Fn(usize) -> u64,
-) -> Option<u32> {
-    let end = end.min(len);
-    if from >= end {
-        return None;
-    }
-    let mut w = (from / 64) as usize;
-    let mut bits = word(w) & (!0u64 << (from % 64));
-    loop {
-        if bits != 0 {
-            let g = w as u32 * 64 + bits.trailing_zeros();
-            return (g < end).then_some(g);
-        }
-        w = next_word(w + 1, end, &summary)?;
-        bits = word(w);
-    }
-}
-
-/// [`first_in`] for the first group that `keep` accepts.
+/// First group `>= from` and `< end` that `keep` accepts, of a set of `len` groups read
+/// through `word` (the group bits of word `w`) and `summary` (the summary bits of summary
+/// word `s`).
 #[inline(always)]
 fn first_where(
     len: u32,
