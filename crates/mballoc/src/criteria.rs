@@ -258,8 +258,8 @@ impl Allocator {
             return Ok(());
         }
         // With the prefetch steps idle a group the stage passes over costs nothing but its
-        // test, done inside the set walk (the group found then passes the test below too,
-        // unless another CPU changed its counts meanwhile).
+        // test, done inside the set walk; the group found has passed it (if another CPU has
+        // changed its counts since, the visit's own checks turn it down).
         let quick = ctx.prefetch_idle && self.stage_filters_unfit(ctx);
         let len = ctx.g_ex.len;
         let mut g = start;
@@ -271,7 +271,7 @@ impl Allocator {
             };
             let Some(found) = next else { break };
             self.prefetch_passed(ctx, sets, g, found);
-            if self.stage_passes_unfit(ctx, found) {
+            if !quick && self.stage_passes_unfit(ctx, found) {
                 // The visit would have started with the prefetch step and ended in a no.
                 self.might_prefetch(ctx, found);
                 g = found + 1;
