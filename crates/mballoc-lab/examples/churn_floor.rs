@@ -30,11 +30,12 @@ enum Mode {
 
 struct Loop {
     a: Allocator,
+    mode: Mode,
     rng: u64,
     live: Vec<(u64, u32)>,
     /// Extents freed since the last commit (not allocatable yet).
     pending: Vec<(u64, u32)>,
-    /// Extents a commit has made allocatable and nothing has taken since.
+    /// Extents a commit has made allocatable and nothing has taken since (floor only).
     ready: VecDeque<(u64, u32)>,
     since_commit: u32,
     goal: u64,
@@ -43,7 +44,11 @@ struct Loop {
 }
 
 impl Loop {
-    fn new(policy: Policy, cfg: &ChurnConfig) -> Result<Loop, Box<dyn std::error::Error>> {
+    fn new(
+        policy: Policy,
+        mode: Mode,
+        cfg: &ChurnConfig,
+    ) -> Result<Loop, Box<dyn std::error::Error>> {
         let geo = Geometry::new(4096, cfg.per_group, cfg.size, 0, 16)?;
         let a = Allocator::builder(geo)
             .cpus(1)
@@ -51,6 +56,7 @@ impl Loop {
             .build()?;
         Ok(Loop {
             a,
+            mode,
             rng: cfg.seed | 1,
             live: Vec::with_capacity(cfg.prefill as usize + 1),
             pending: Vec::new(),
@@ -102,7 +108,10 @@ impl Loop {
         self.since_commit += 1;
         if self.since_commit >= every {
             self.a.commit()?;
-            self.ready.extend(self.pending.drain(..));
+            if self.mode == Mode::Floor {
+                self.ready.extend(self.pending.drain(..));
+            }
+            self.pending.clear();
             self.since_commit = 0;
         }
         Ok(())
@@ -113,19 +122,14 @@ impl Loop {
     /// Out of line so a profiler can count the pairs alone
     /// (`valgrind --tool=callgrind --toggle-collect='*Loop::pair*'`).
     #[inline(never)]
-    fn pair(&mut self, mode: Mode, cfg: &ChurnConfig) -> Result<(), Box<dyn std::error::Error>> {
+    fn pair(&mut self, cfg: &ChurnConfig) -> Result<(), Box<dyn std::error::Error>> {
         let i = (self.next() % self.live.len() as u64) as usize;
         let e = self.live.swap_remove(i);
         self.free(e, cfg.commit_every)?;
         let len = 1 + (self.next() % u64::from(cfg.max_len)) as u32;
-        let got = match (mode, self.ready.pop_front()) {
-            (Mode::Floor, Some((start, n))) => self.alloc(n, start, true)?,
-            (_, back) => {
-                if let Some(b) = back {
-                    self.ready.push_front(b);
-                }
-                self.alloc(len, self.goal, false)?
-            }
+        let got = match self.ready.pop_front() {
+            Some((start, n)) => self.alloc(n, start, true)?,
+            None => self.alloc(len, self.goal, false)?,
         };
         self.live.push(got);
         Ok(())
@@ -137,7 +141,7 @@ fn run(
     mode: Mode,
     cfg: &ChurnConfig,
 ) -> Result<(f64, u64), Box<dyn std::error::Error>> {
-    let mut l = Loop::new(policy, cfg)?;
+    let mut l = Loop::new(policy, mode, cfg)?;
     for _ in 0..cfg.prefill {
         let len = 1 + (l.next() % u64::from(cfg.max_len)) as u32;
         let got = l.alloc(len, l.goal, false)?;
@@ -146,7 +150,7 @@ fn run(
     l.unscanned = 0;
     let t = Instant::now();
     for _ in 0..cfg.pairs {
-        l.pair(mode, cfg)?;
+        l.pair(cfg)?;
     }
     let ns = t.elapsed().as_nanos() as f64 / f64::from(cfg.pairs);
     Ok((ns, l.unscanned))
