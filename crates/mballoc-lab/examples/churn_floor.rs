@@ -7,19 +7,20 @@
 //! churn, exactly an extent known to be free (one released by an earlier commit) with its
 //! start as the goal and `HINT_TRY_GOAL`, so every request is served by
 //! `ext4_mb_find_by_goal` (the run counts the requests that scanned no group). The normal churn
-//! runs in the same process on the same loop for comparison, and offset-allocator on the
-//! benchmark's own churn (`bench churn`'s peer) for the ratio the goal is stated in.
+//! (the benchmark's seeded stream and request) runs in the same process on the same loop for
+//! comparison, and offset-allocator on `bench churn`'s own loop for the ratio the goal is
+//! stated in.
 //!
 //! `cargo run --release -p mballoc-lab --example churn_floor -- [POLICY] [--quick] [--runs N]
 //! [--floor-only]` (`--floor-only` for profiling the floor alone)
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use mballoc::{Allocator, Extent, Flags, Geometry, Policy, Request};
+use mballoc::{Allocator, Extent, Flags, Geometry, Policy};
 use mballoc_lab::bench::churn::{churn_once, ChurnConfig};
+use mballoc_lab::bench::peers::mballoc::{request, OWNER};
 use mballoc_lab::bench::peers::offset::OffsetPeer;
-
-const OWNER: u64 = 11;
+use mballoc_lab::bench::rng::Rng;
 
 /// Mode of one run: the churn's own goals, or a goal that is always free.
 #[derive(Clone, Copy, PartialEq)]
@@ -31,7 +32,7 @@ enum Mode {
 struct Loop {
     a: Allocator,
     mode: Mode,
-    rng: u64,
+    rng: Rng,
     live: Vec<(u64, u32)>,
     /// Extents freed since the last commit (not allocatable yet).
     pending: Vec<(u64, u32)>,
@@ -57,7 +58,7 @@ impl Loop {
         Ok(Loop {
             a,
             mode,
-            rng: cfg.seed | 1,
+            rng: Rng::new(cfg.seed),
             live: Vec::with_capacity(cfg.prefill as usize + 1),
             pending: Vec::new(),
             ready: VecDeque::new(),
@@ -67,32 +68,18 @@ impl Loop {
         })
     }
 
-    /// xorshift64*: the example's own generator (the same stream for both modes).
-    fn next(&mut self) -> u64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// The churn peer's request shape (`bench::peers::mballoc`): exact, never preallocated.
-    /// `try_goal` adds `HINT_TRY_GOAL`: the goal block itself is tried first.
+    /// The churn peer's request (`bench::peers::mballoc::request`): exact, never
+    /// preallocated. `try_goal` adds `HINT_TRY_GOAL`: the goal block itself is tried first.
     fn alloc(
         &mut self,
         len: u32,
         goal: u64,
         try_goal: bool,
     ) -> Result<(u64, u32), Box<dyn std::error::Error>> {
-        let blocks = self.a.geometry().blocks_count();
-        let mut flags = Flags::HINT_DATA | Flags::HINT_NOPREALLOC;
+        let mut req = request(self.a.geometry(), len, goal);
         if try_goal {
-            flags |= Flags::HINT_TRY_GOAL;
+            req.flags |= Flags::HINT_TRY_GOAL;
         }
-        let req = Request::new(OWNER, 0, len)
-            .with_goal(goal % blocks)
-            .with_flags(flags)
-            .with_i_size(u64::from(len) * 4096)
-            .with_open_for_write(false);
         let r = self.a.allocate(&req)?;
         if r.extent.len != len {
             return Err(format!("asked {len} blocks, got {}", r.extent.len).into());
@@ -123,10 +110,10 @@ impl Loop {
     /// (`valgrind --tool=callgrind --toggle-collect='*Loop::pair*'`).
     #[inline(never)]
     fn pair(&mut self, cfg: &ChurnConfig) -> Result<(), Box<dyn std::error::Error>> {
-        let i = (self.next() % self.live.len() as u64) as usize;
+        let i = self.rng.below(self.live.len() as u64) as usize;
         let e = self.live.swap_remove(i);
         self.free(e, cfg.commit_every)?;
-        let len = 1 + (self.next() % u64::from(cfg.max_len)) as u32;
+        let len = self.rng.range_inclusive(1, cfg.max_len);
         let got = match self.ready.pop_front() {
             Some((start, n)) => self.alloc(n, start, true)?,
             None => self.alloc(len, self.goal, false)?,
@@ -143,7 +130,7 @@ fn run(
 ) -> Result<(f64, u64), Box<dyn std::error::Error>> {
     let mut l = Loop::new(policy, mode, cfg)?;
     for _ in 0..cfg.prefill {
-        let len = 1 + (l.next() % u64::from(cfg.max_len)) as u32;
+        let len = l.rng.range_inclusive(1, cfg.max_len);
         let got = l.alloc(len, l.goal, false)?;
         l.live.push(got);
     }

@@ -16,14 +16,24 @@ use crate::bench::peer::{RangeAlloc, Run, Runs};
 use crate::bench::BenchError;
 
 /// The owner number used for every request (no per-owner state is kept for it).
-const OWNER: u64 = 11;
+pub const OWNER: u64 = 11;
 
 pub struct MballocPeer {
     a: Allocator,
     policy: Policy,
-    flags: Flags,
     commit_every: u32,
     since_commit: u32,
+}
+
+/// The churn's request for `len` blocks at `goal` (wrapped into the filesystem): owner
+/// [`OWNER`], a closed file of exactly `len` blocks, `HINT_DATA | HINT_NOPREALLOC` (see the
+/// module doc for why).
+pub fn request(geo: &Geometry, len: u32, goal: u64) -> Request {
+    Request::new(OWNER, 0, len)
+        .with_goal(goal % geo.blocks_count())
+        .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
+        .with_i_size(u64::from(len) * u64::from(geo.block_size()))
+        .with_open_for_write(false)
 }
 
 impl MballocPeer {
@@ -43,7 +53,6 @@ impl MballocPeer {
         Ok(MballocPeer {
             a,
             policy,
-            flags: Flags::HINT_DATA | Flags::HINT_NOPREALLOC,
             commit_every: commit_every.max(1),
             since_commit: 0,
         })
@@ -51,14 +60,6 @@ impl MballocPeer {
 
     pub fn allocator(&self) -> &Allocator {
         &self.a
-    }
-
-    fn request(&self, len: u32, goal: u64) -> Request {
-        Request::new(OWNER, 0, len)
-            .with_goal(goal % self.a.geometry().blocks_count())
-            .with_flags(self.flags)
-            .with_i_size(u64::from(len) * u64::from(self.a.geometry().block_size()))
-            .with_open_for_write(false)
     }
 
     /// Frees what a failed multi-extent allocation already took.
@@ -80,7 +81,7 @@ impl RangeAlloc for MballocPeer {
         let mut more: Vec<Run> = Vec::new();
         let (mut left, mut goal) = (len, goal);
         while left > 0 {
-            match self.a.allocate(&self.request(left, goal)) {
+            match self.a.allocate(&request(self.a.geometry(), left, goal)) {
                 Ok(r) => {
                     let run = (r.extent.start, r.extent.len);
                     match first {
