@@ -5,6 +5,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::error::CaseError;
+use super::initial::InitialState;
 
 /// Free space at the end of the capture.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -36,6 +37,8 @@ impl FinalState {
         Ok(state)
     }
 
+    /// Group sequence, every free extent inside its group, extents against free counts, and
+    /// the total. (Extents inside a group cannot overflow the sum: each is at most the group.)
     fn check(&self) -> Result<(), String> {
         if self.groups.len() != self.group_count as usize {
             return Err(format!(
@@ -44,8 +47,27 @@ impl FinalState {
                 self.groups.len()
             ));
         }
-        for g in &self.groups {
-            let sum: u64 = g.free_extents.iter().map(|&(_, len)| len).sum();
+        for (i, g) in self.groups.iter().enumerate() {
+            if g.group as usize != i {
+                return Err(format!("group entry {i} is group {}", g.group));
+            }
+            let end = g.first_block.checked_add(u64::from(g.blocks));
+            let mut sum = 0u64;
+            for &(start, len) in &g.free_extents {
+                let inside = start >= g.first_block
+                    && start
+                        .checked_add(len)
+                        .zip(end)
+                        .is_some_and(|(e, end)| e <= end);
+                if !inside {
+                    return Err(format!(
+                        "group {}: free extent ({start}, {len}) lies outside its blocks \
+                         [{}, +{})",
+                        g.group, g.first_block, g.blocks
+                    ));
+                }
+                sum += len;
+            }
             if sum != u64::from(g.free) {
                 return Err(format!(
                     "group {}: free is {} but free_extents hold {sum} blocks",
@@ -59,6 +81,26 @@ impl FinalState {
                 "free_blocks_total is {} but the groups have {free} free blocks",
                 self.free_blocks_total
             ));
+        }
+        Ok(())
+    }
+
+    /// The end state must describe the file system the capture started from: same block
+    /// count and the same groups at the same blocks (the replay compares them block by block).
+    pub(super) fn check_against(&self, initial: &InitialState) -> Result<(), String> {
+        if (self.blocks_count, self.group_count) != (initial.blocks_count, initial.group_count) {
+            return Err(format!(
+                "{} blocks in {} groups, but the initial state has {} in {}",
+                self.blocks_count, self.group_count, initial.blocks_count, initial.group_count
+            ));
+        }
+        for (f, i) in self.groups.iter().zip(&initial.groups) {
+            if (f.first_block, f.blocks) != (i.first_block, i.blocks) {
+                return Err(format!(
+                    "group {} holds [{}, +{}), but [{}, +{}) in the initial state",
+                    f.group, f.first_block, f.blocks, i.first_block, i.blocks
+                ));
+            }
         }
         Ok(())
     }

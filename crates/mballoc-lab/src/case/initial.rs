@@ -161,12 +161,26 @@ impl InitialState {
                 self.groups.len()
             ));
         }
+        let bpg = u64::from(self.blocks_per_group);
         for (i, g) in self.groups.iter().enumerate() {
-            let first = self.first_data_block + i as u64 * u64::from(self.blocks_per_group);
-            if g.group as usize != i || g.first_block != first {
+            // Checked: the numbers come from a file (a hostile one must not overflow).
+            let first = (i as u64)
+                .checked_mul(bpg)
+                .and_then(|o| o.checked_add(self.first_data_block));
+            if g.group as usize != i || Some(g.first_block) != first {
                 return Err(format!(
-                    "group entry {i} is group {} at block {}, expected group {i} at {first}",
-                    g.group, g.first_block
+                    "group entry {i} is group {} at block {}, expected group {i} at {}",
+                    g.group,
+                    g.first_block,
+                    first.map_or("an overflowing block".into(), |f| f.to_string())
+                ));
+            }
+            // Every group is full-sized but the last, which ends at `blocks_count`.
+            let len = self.blocks_count.saturating_sub(g.first_block).min(bpg);
+            if u64::from(g.blocks) != len {
+                return Err(format!(
+                    "group {i} has {} blocks, expected {len} ({} per group, {} in all)",
+                    g.blocks, self.blocks_per_group, self.blocks_count
                 ));
             }
             if let Some(what) = g.inconsistency() {
@@ -178,7 +192,7 @@ impl InitialState {
 
     fn check_totals(&self) -> Result<(), String> {
         let blocks: u64 = self.groups.iter().map(|g| u64::from(g.blocks)).sum();
-        if blocks + self.first_data_block != self.blocks_count {
+        if blocks.checked_add(self.first_data_block) != Some(self.blocks_count) {
             return Err(format!(
                 "blocks_count is {} but the groups hold {blocks} blocks",
                 self.blocks_count

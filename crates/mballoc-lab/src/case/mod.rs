@@ -63,7 +63,11 @@ impl Case {
         let meta: Meta = read_json(&dir.join(META))?;
         let records_file = dir.join(RECORDS);
         let records = records::parse_records(&records_file, &read_text(&records_file)?)?;
-        let final_state = FinalState::load(&dir.join(FINAL_STATE))?;
+        let final_file = dir.join(FINAL_STATE);
+        let final_state = FinalState::load(&final_file)?;
+        final_state
+            .check_against(&initial)
+            .map_err(|what| CaseError::inconsistent(&final_file, what))?;
         let name = dir.file_name().map_or_else(
             || dir.display().to_string(),
             |n| n.to_string_lossy().into_owned(),

@@ -233,6 +233,58 @@ fn free_count_must_match_bitmap() {
     }
 }
 
+/// Loads the synthetic case with `file` replaced by `text`; the error must be `Inconsistent`,
+/// name `file`, and say `says`.
+fn assert_inconsistent(file: &str, text: &str, says: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    write_case(tmp.path(), &records());
+    fs::write(tmp.path().join(file), text).unwrap();
+    match Case::load(tmp.path()) {
+        Err(CaseError::Inconsistent { file: f, what }) => {
+            assert!(f.ends_with(file), "{}", f.display());
+            assert!(what.contains(says), "{what}");
+        }
+        other => panic!("expected Inconsistent, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_final_extent_outside_its_group_is_inconsistent() {
+    // Found by the mutation property (tests/case_mutations.rs): the replay's block-by-block
+    // comparison indexed past the group's bitmap.
+    let bad = FINAL.replace("[[8, 56]]", "[[1000, 56]]");
+    assert_ne!(bad, FINAL);
+    assert_inconsistent(FINAL_STATE, &bad, "outside its blocks");
+    let wraps = FINAL.replace("[[8, 56]]", "[[18446744073709551615, 56]]");
+    assert_inconsistent(FINAL_STATE, &wraps, "outside its blocks");
+}
+
+#[test]
+fn a_final_state_of_another_geometry_is_inconsistent() {
+    let bad = FINAL
+        .replace(
+            r#""first_block": 0, "blocks": 64"#,
+            r#""first_block": 0, "blocks": 128"#,
+        )
+        .replace("[[8, 56]]", "[[8, 120]]")
+        .replace(r#""free": 56"#, r#""free": 120"#)
+        .replace(r#""free_blocks_total": 56"#, r#""free_blocks_total": 120"#);
+    assert_ne!(bad, FINAL);
+    assert_inconsistent(FINAL_STATE, &bad, "in the initial state");
+}
+
+#[test]
+fn hostile_geometry_numbers_are_inconsistent_not_an_overflow() {
+    let far = INITIAL.replace(
+        r#""first_data_block": 0"#,
+        r#""first_data_block": 18446744073709551615"#,
+    );
+    assert_inconsistent(INITIAL_STATE, &far, "group entry 0");
+    // A group's own length must be its share of the geometry, not just add up.
+    let short = INITIAL.replace(r#""blocks_per_group": 64"#, r#""blocks_per_group": 32"#);
+    assert_inconsistent(INITIAL_STATE, &short, "has 64 blocks, expected 32");
+}
+
 #[test]
 fn counts_mismatch_is_inconsistent() {
     let mut lines = records();
