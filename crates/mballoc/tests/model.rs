@@ -59,6 +59,61 @@ enum Op {
     DoubleFree {
         pick: usize,
     },
+    /// A request with every field drawn at random: any flag bits, neighbours, sizes and
+    /// goals, in range or not. It must be served without overlap or refused with a typed
+    /// error that changes nothing.
+    Wild(Box<Request>),
+}
+
+/// Mostly in range, so that most wild requests get past the checks and reach the search.
+fn place() -> impl Strategy<Value = u64> {
+    prop_oneof![8 => 0u64..261_000, 1 => any::<u64>()]
+}
+
+/// A neighbouring extent (`lleft`/`pleft` or `lright`/`pright`): none, a random one in range,
+/// or anything at all.
+fn neighbour() -> impl Strategy<Value = (u32, u64)> {
+    prop_oneof![
+        4 => Just((0u32, 0u64)),
+        2 => (0u32..8000, 0u64..261_000),
+        1 => (any::<u32>(), any::<u64>()),
+    ]
+}
+
+fn wild() -> impl Strategy<Value = Request> {
+    (
+        (
+            1u64..12,
+            0u32..8000,
+            prop_oneof![1u32..600, 0u32..70_000],
+            place(),
+        ),
+        (neighbour(), neighbour()),
+        (any::<u32>(), prop_oneof![0u64..(1 << 32), any::<u64>()]),
+        (
+            any::<bool>(),
+            0u32..4,
+            prop_oneof![4 => Just(true), 1 => Just(false)],
+        ),
+    )
+        .prop_map(
+            |(
+                (owner, logical, len, goal),
+                ((ll, pl), (lr, pr)),
+                (flags, i_size),
+                (open, cpu, extents),
+            )| {
+                let mut r = Request::new(owner, logical, len)
+                    .with_goal(goal)
+                    .with_flags(Flags(flags))
+                    .with_i_size(i_size)
+                    .with_cpu(cpu)
+                    .with_open_for_write(open);
+                (r.lleft, r.pleft, r.lright, r.pright) = (ll, pl, lr, pr);
+                r.extents = extents;
+                r
+            },
+        )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,6 +123,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Commit),
         1 => (1u64..12).prop_map(|owner| Op::Discard { owner }),
         1 => any::<usize>().prop_map(|pick| Op::DoubleFree { pick }),
+        2 => wild().prop_map(|r| Op::Wild(Box::new(r))),
     ]
 }
 
@@ -139,6 +195,20 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     Err(e) => prop_assert!(false, "unexpected error {e}"),
                 }
             }
+            Op::Wild(req) => match a.allocate(&req) {
+                Ok(got) => {
+                    let e = got.extent;
+                    prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
+                    prop_assert!(e.end() <= m.blocks.len() as u64, "{e:?} for {req:?}");
+                    for b in e.start..e.end() {
+                        prop_assert_eq!(m.blocks[b as usize], B::Free, "block {} for {:?}", b, req);
+                        m.blocks[b as usize] = B::Used(req.owner);
+                    }
+                    m.live.push((req.owner, e));
+                }
+                // Refused: the checks below find every counter as it was.
+                Err(_) => {}
+            },
             Op::Free { pick, trim } => {
                 if m.live.is_empty() {
                     continue;
