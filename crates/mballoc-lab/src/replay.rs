@@ -56,12 +56,21 @@ pub enum ReplayError {
     Case(#[from] CaseError),
     #[error("{case}: the allocator rejected the initial state: {source}")]
     Setup { case: String, source: Error },
+    /// Nothing to replay: no path is a case or holds one (a wrong directory would otherwise
+    /// report 100 % agreement over zero allocations).
+    #[error("no capture cases (directories holding {}) in {}", case::INITIAL_STATE, .paths.join(", "))]
+    NoCases { paths: Vec<String> },
 }
 
-/// Loads and replays every case under `paths`.
+/// Loads and replays every case under `paths`; finding none is an error.
 pub fn replay_paths(paths: &[std::path::PathBuf]) -> Result<ReplayReport, ReplayError> {
+    let dirs = case::find_cases(paths)?;
+    if dirs.is_empty() {
+        let paths = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(ReplayError::NoCases { paths });
+    }
     let mut cases = Vec::new();
-    for dir in case::find_cases(paths)? {
+    for dir in dirs {
         cases.push(replay_case(&Case::load(&dir)?)?);
     }
     let allocs = cases.iter().map(|c| c.allocs).sum();

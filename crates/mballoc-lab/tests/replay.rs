@@ -118,3 +118,14 @@ fn fresh_layout_matches_a_fresh_capture() {
         );
     }
 }
+
+#[test]
+fn a_directory_without_cases_is_an_error_not_a_perfect_score() {
+    let tmp = tempfile::tempdir().unwrap();
+    match replay_paths(&[tmp.path().to_path_buf()]) {
+        Err(mballoc_lab::replay::ReplayError::NoCases { paths }) => {
+            assert_eq!(paths, [tmp.path().display().to_string()]);
+        }
+        other => panic!("expected NoCases, got {other:?}"),
+    }
+}
