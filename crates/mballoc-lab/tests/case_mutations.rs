@@ -207,6 +207,18 @@ impl Damaged {
         self.texts.as_mut().expect("just set")
     }
 
+    /// The document a value mutation changes: a whole file, or for the records any line
+    /// (`pick` chooses it, then `pick / lines` the value in it, so every record gets its share).
+    fn target(&mut self, doc: Doc, pick: usize) -> Option<&mut Value> {
+        let n = self.records.len().max(1);
+        match doc {
+            Doc::Initial => Some(&mut self.initial),
+            Doc::Meta => Some(&mut self.meta),
+            Doc::Final => Some(&mut self.final_state),
+            Doc::Records => self.records.get_mut(pick % n),
+        }
+    }
+
     fn apply(&mut self, m: &Mutation) {
         if self.texts.is_some() && !matches!(m, Mutation::Byte { .. } | Mutation::Truncate(_)) {
             return; // Structured changes only before the first textual one.
@@ -215,16 +227,8 @@ impl Damaged {
         match m {
             Mutation::Scalar { doc, pick, value } => {
                 let mut leaves = Vec::new();
-                match doc {
-                    Doc::Initial => scalars(&mut self.initial, &mut leaves),
-                    Doc::Meta => scalars(&mut self.meta, &mut leaves),
-                    Doc::Final => scalars(&mut self.final_state, &mut leaves),
-                    Doc::Records => {
-                        // Any line, then any scalar of it: every record gets its share.
-                        if let Some(line) = self.records.get_mut(pick % n) {
-                            scalars(line, &mut leaves);
-                        }
-                    }
+                if let Some(v) = self.target(*doc, *pick) {
+                    scalars(v, &mut leaves);
                 }
                 if !leaves.is_empty() {
                     let k = leaves.len();
@@ -233,15 +237,8 @@ impl Damaged {
             }
             Mutation::Number { doc, pick, to } => {
                 let mut leaves = Vec::new();
-                match doc {
-                    Doc::Initial => numbers(&mut self.initial, "", &mut leaves),
-                    Doc::Meta => numbers(&mut self.meta, "", &mut leaves),
-                    Doc::Final => numbers(&mut self.final_state, "", &mut leaves),
-                    Doc::Records => {
-                        if let Some(line) = self.records.get_mut(pick % n) {
-                            numbers(line, "", &mut leaves);
-                        }
-                    }
+                if let Some(v) = self.target(*doc, *pick) {
+                    numbers(v, "", &mut leaves);
                 }
                 if !leaves.is_empty() {
                     let k = leaves.len();
