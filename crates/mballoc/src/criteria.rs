@@ -189,6 +189,11 @@ impl Allocator {
 
     /// `ext4_mb_scan_groups_linear`: `count` groups from `start`, wrapping with
     /// "g + 1 ≥ ngroups → 0"; a full pass that finds nothing advances the criterion.
+    ///
+    /// A `count` above the group count (`mb_max_linear_groups` is any u32, as in sysfs) is one
+    /// full pass here. The kernel would go round again, revisiting groups that already failed
+    /// at this criterion (with 2^32 − 1, for minutes per request), then walk the indexes at
+    /// the same criterion, which hold no group the pass did not visit, and advance.
     fn scan_linear(
         &self,
         ctx: &mut Ctx,
@@ -196,6 +201,7 @@ impl Allocator {
         start: &mut u32,
         count: u32,
     ) -> Result<(), Error> {
+        let count = count.min(ngroups);
         let cr = ctx.cr;
         let mut g = *start;
         for _ in 0..count {
@@ -768,5 +774,50 @@ mod tests {
             a.load_group(GROUPS as u32 - 1).unwrap();
             assert_eq!(a.prefetch_idle(&a.tun.load()), can_idle, "{policy:?}");
         }
+    }
+
+    /// Every group free only in 64-block runs, so a 100-block request fails the cheap
+    /// criteria everywhere and each linear pass goes all the way round.
+    fn striped(linear: u32) -> Allocator {
+        let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 8).unwrap();
+        let used: Vec<(u64, u64)> = (0..geo.blocks_count())
+            .step_by(128)
+            .map(|b| (b, 64))
+            .collect();
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.mb_optimize_scan = true;
+        t.mb_max_linear_groups = linear;
+        Allocator::builder(geo)
+            .used(&used)
+            .tunables(t)
+            .cpus(2)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_linear_count_past_the_group_count_is_one_full_pass() {
+        // With mb_max_linear_groups = 2^32 - 1 each failing criterion once made 2^32 group
+        // visits (minutes per request); now it is one pass round the groups.
+        let place = |a: &Allocator| -> Vec<Extent> {
+            (0..6u64)
+                .map(|i| {
+                    let req = Request::new(7, 0, 100)
+                        .with_goal(i * 3 * u64::from(BPG) + 5)
+                        .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+                    a.allocate(&req).unwrap().extent
+                })
+                .collect()
+        };
+        let full = striped(GROUPS as u32);
+        let huge = striped(u32::MAX);
+        let got = place(&huge);
+        assert_eq!(got, place(&full));
+        // Each request went once round all the groups at CR_GOAL_LEN_FAST (the cheap
+        // criterion really failed everywhere), then took a 64-block run at CR_GOAL_LEN_SLOW.
+        assert!(got.iter().all(|e| e.len == 64), "{got:?}");
+        let cr = huge.stats().cr;
+        assert_eq!(cr[1][1], 6 * GROUPS, "{cr:?}");
+        assert_eq!(cr[3][0], 6, "{cr:?}");
     }
 }
