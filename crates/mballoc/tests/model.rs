@@ -161,7 +161,14 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .lazy(name == "proposed")
         .build()
         .unwrap();
-    let mut m = Model::new(&geo, &used);
+    check(&a, Model::new(&geo, &used), ops)
+}
+
+/// Runs `ops` on `a` and the model `m` of the same blocks, checking every answer and, after
+/// each operation, the allocator's consistency and counters against the model. Goals wrap
+/// into the filesystem (the generated range fits the default geometry as it is).
+fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let blocks = m.blocks.len() as u64;
     for op in ops {
         match op {
             Op::Alloc {
@@ -172,7 +179,7 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 cpu,
                 goal,
             } => {
-                let req = request(owner, logical, len, kind, cpu, goal);
+                let req = request(owner, logical, len, kind, cpu, goal % blocks);
                 match a.allocate(&req) {
                     Ok(got) => {
                         let e = got.extent;
@@ -256,6 +263,70 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
         prop_assert_eq!(a.pending_blocks(), m.count(|b| b == B::Pending));
     }
     Ok(())
+}
+
+/// A small filesystem of any shape the geometry accepts: 1 KiB or 4 KiB blocks (with
+/// `first_data_block` 1 or 0), groups of 8 blocks up to full size, a short last group, any
+/// flex_bg size; a few blocks in use at the start.
+fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
+    let units = prop_oneof![1u32..=8, 1u32..=4096];
+    (
+        any::<bool>(),
+        units,
+        1u64..=6,
+        0u32..=100,
+        0u32..=4,
+        0u64..40,
+    )
+        .prop_map(|(kib, units, groups, tail_pct, flex_log, used)| {
+            let (bs, first) = if kib { (1024, 1) } else { (4096, 0) };
+            let bpg = 8 * units.min(bs);
+            let tail = u64::from(bpg) * u64::from(tail_pct) / 100;
+            let count = first + (groups - 1) * u64::from(bpg) + tail.max(1);
+            let geo = Geometry::new(bs, bpg, count, first, 1 << flex_log).unwrap();
+            let used = used.min(count - first - 1);
+            (
+                geo,
+                if used > 0 {
+                    vec![(first, used)]
+                } else {
+                    vec![]
+                },
+            )
+        })
+}
+
+fn run_small(
+    policy: Policy,
+    (geo, used): (Geometry, Vec<(u64, u64)>),
+    ops: Vec<Op>,
+) -> Result<(), TestCaseError> {
+    let mut t = policy.tunables(&geo, 2);
+    t.mb_optimize_scan = true;
+    let a = Allocator::builder(geo)
+        .used(&used)
+        .tunables(t)
+        .cpus(2)
+        .build()
+        .unwrap();
+    // The model counts blocks from 0; blocks below first_data_block do not exist.
+    let mut m = Model::new(&geo, &used);
+    for b in m.blocks.iter_mut().take(geo.first_data_block() as usize) {
+        *b = B::Used(0);
+    }
+    check(&a, m, ops)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #[test]
+    fn small_geometries_linux_6_18(g in small_geometry(), ops in proptest::collection::vec(op(), 1..80)) {
+        run_small(Policy::Linux618, g, ops)?;
+    }
+    #[test]
+    fn small_geometries_proposed(g in small_geometry(), ops in proptest::collection::vec(op(), 1..80)) {
+        run_small(Policy::Proposed, g, ops)?;
+    }
 }
 
 proptest! {
