@@ -274,10 +274,19 @@ impl Allocator {
             }
         }
         if new.mb_optimize_scan != t.mb_optimize_scan {
-            // Like a remount: groups re-enter the indexes as their orders change.
+            // Like a remount: every group is published again under the new setting. With the
+            // indexes off, a group whose largest free order changed left the largest-order
+            // index and was not put back (`mb_set_largest_free_order` inserts only with
+            // optimize scan on), so turning them on puts every group back at its order.
             for g in self.groups.iter() {
                 let mut st = g.lock.lock();
                 self.publish(g, &mut st, new.mb_optimize_scan);
+                if new.mb_optimize_scan {
+                    let order = st.largest_order;
+                    let free = g.bb_free() > 0;
+                    self.index
+                        .relocate(Kind::Largest, st.class_index, g.no, order, order, free);
+                }
             }
         }
         self.tun.store(new);
@@ -613,5 +622,50 @@ mod tests {
     #[test]
     fn allocator_is_send_and_sync() {
         assert_send_sync::<Allocator>();
+    }
+
+    /// Eight groups, optimize scan on; then 30,000 blocks taken at the start of each group
+    /// (the goal try, so the placement is the same whatever the indexes).
+    fn fill_with_optimize_toggled(toggle: bool) -> Allocator {
+        let geo = Geometry::new(4096, 32768, 8 * 32768, 0, 16).unwrap();
+        let mut t = crate::Policy::Linux618.tunables(&geo, 2);
+        t.mb_optimize_scan = true;
+        let a = Allocator::builder(geo)
+            .used(&[(0, 100)])
+            .tunables(t)
+            .cpus(2)
+            .build()
+            .unwrap();
+        if toggle {
+            a.set_tunable("mb_optimize_scan", "0").unwrap();
+        }
+        for g in 0..8u64 {
+            let req = crate::Request::new(5, 0, 30_000)
+                .with_goal(g * 32768 + 200)
+                .with_flags(
+                    crate::Flags::HINT_DATA
+                        | crate::Flags::HINT_NOPREALLOC
+                        | crate::Flags::HINT_TRY_GOAL,
+                );
+            assert_eq!(a.allocate(&req).unwrap().extent.start, g * 32768 + 200);
+        }
+        if toggle {
+            a.set_tunable("mb_optimize_scan", "1").unwrap();
+        }
+        a
+    }
+
+    #[test]
+    fn turning_optimize_scan_back_on_indexes_every_group() {
+        // Every group's largest free order fell from 13 to 11 while the indexes were off; it
+        // left the largest-order index then, and must be back once they are on again.
+        let toggled = fill_with_optimize_toggled(true);
+        let (largest, avg) = toggled.index_counts();
+        assert_eq!(largest.iter().sum::<u32>(), 8, "{largest:?}");
+        assert_eq!(avg.iter().sum::<u32>(), 8, "{avg:?}");
+        assert_eq!(
+            toggled.index_counts(),
+            fill_with_optimize_toggled(false).index_counts()
+        );
     }
 }
