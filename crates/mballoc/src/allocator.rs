@@ -505,6 +505,7 @@ impl Allocator {
     pub fn check_consistency(&self) -> Result<(), String> {
         // Corrupt groups' free blocks are not counted (`mark_corrupt`).
         let corrupt = self.corrupt.snapshot();
+        let optimize = self.tun.load().mb_optimize_scan;
         let mut disk_free = 0i64;
         let mut pending = 0i64;
         for grp in self.groups.iter() {
@@ -544,6 +545,7 @@ impl Allocator {
                     return Err(format!("group {}: bb_free mirror stale", grp.no));
                 }
             }
+            self.check_indexed(grp, &st, optimize)?;
             if !corrupt.contains_key(&grp.no) {
                 disk_free += i64::from(st.desc_free);
             }
@@ -559,6 +561,37 @@ impl Allocator {
         if p != pending {
             return Err(format!(
                 "pending counter {p} != sum of pending frees {pending}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The group's place in the optimize-scan indexes, against its published orders: in the
+    /// average-fragment index exactly at its order (kept while the indexes are off too); in
+    /// the largest-free-order index exactly at its order when the indexes are on, at most
+    /// there when they are off (a change of order then removes the group without a new
+    /// insertion); always in the sets of its class.
+    fn check_indexed(&self, grp: &Group, st: &GroupState, optimize: bool) -> Result<(), String> {
+        let at = |order: i32| {
+            if order >= 0 {
+                vec![(order, st.class_index)]
+            } else {
+                vec![]
+            }
+        };
+        let avg = self.index.places_of(Kind::Avg, grp.no);
+        if avg != at(st.avg_order) {
+            return Err(format!(
+                "group {}: average-fragment index holds it at {avg:?}, its order is {} ({:?})",
+                grp.no, st.avg_order, st.class_index
+            ));
+        }
+        let largest = self.index.places_of(Kind::Largest, grp.no);
+        let want = at(st.largest_order);
+        if largest != want && (optimize || !largest.is_empty()) {
+            return Err(format!(
+                "group {}: largest-order index holds it at {largest:?}, its order is {} ({:?})",
+                grp.no, st.largest_order, st.class_index
             ));
         }
         Ok(())

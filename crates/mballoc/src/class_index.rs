@@ -101,6 +101,30 @@ impl ClassIndex {
         }
     }
 
+    /// Where group `g` sits in index `kind`: every (order, class) whose set holds it (test
+    /// support: a group is in at most one set of each index).
+    pub fn places_of(&self, kind: Kind, g: u32) -> Vec<(i32, SizeClass)> {
+        let index = match kind {
+            Kind::Largest => &self.largest,
+            Kind::Avg => &self.avg,
+        };
+        let classes = [
+            SizeClass::None,
+            SizeClass::Small,
+            SizeClass::Medium,
+            SizeClass::Large,
+        ];
+        let mut out = Vec::new();
+        for (order, sets) in index.iter().enumerate() {
+            for c in classes {
+                if sets[c as usize].contains(g) {
+                    out.push((order as i32, c));
+                }
+            }
+        }
+        out
+    }
+
     fn mark_used(&self, c: SizeClass) {
         let bit = Classes::of(c).bits();
         if self.used.load(Ordering::Relaxed) & bit == 0 {

@@ -93,6 +93,16 @@ impl Allocator {
                 what,
             })
         };
+        // The kernel sets these in `ext4_mb_group_or_file` and no caller passes them (a
+        // preset HINT_GROUP_ALLOC would reach `ext4_mb_normalize_group_request` without a
+        // locality group: a BUG_ON there; here a goal of `mb_group_prealloc` blocks, 0 when
+        // group preallocation is off).
+        let decided = req.flags & (Flags::HINT_GROUP_ALLOC | Flags::STREAM_ALLOC);
+        if decided.0 != 0 {
+            return bad(format!(
+                "flags {decided:?} are the allocator's group-or-file decision, not a request's"
+            ));
+        }
         if u64::from(req.logical) + u64::from(req.len) > u64::from(u32::MAX) {
             return bad(format!(
                 "logical {} + len {} passes 2^32 - 1",

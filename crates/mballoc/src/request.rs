@@ -13,10 +13,12 @@ impl Flags {
     pub const HINT_FIRST: Flags = Flags(0x8);
     pub const HINT_DATA: Flags = Flags(0x20);
     pub const HINT_NOPREALLOC: Flags = Flags(0x40);
+    /// Set by the allocator (`ext4_mb_group_or_file`): a request carrying it is refused.
     pub const HINT_GROUP_ALLOC: Flags = Flags(0x80);
     pub const HINT_GOAL_ONLY: Flags = Flags(0x100);
     pub const HINT_TRY_GOAL: Flags = Flags(0x200);
     pub const DELALLOC_RESERVED: Flags = Flags(0x400);
+    /// Set by the allocator (`ext4_mb_group_or_file`): a request carrying it is refused.
     pub const STREAM_ALLOC: Flags = Flags(0x800);
     pub const USE_ROOT_BLOCKS: Flags = Flags(0x1000);
     pub const USE_RESERVED: Flags = Flags(0x2000);

@@ -63,7 +63,47 @@ enum Op {
     /// goals, in range or not. It must be served without overlap or refused with a typed
     /// error that changes nothing.
     Wild(Box<Request>),
+    /// A tunable changed between operations (sysfs writes while the filesystem is in use).
+    Tune(&'static str, &'static str),
 }
+
+/// Every tunable at a few values, the switches both ways.
+const TUNES: &[(&str, &str)] = &[
+    ("mb_optimize_scan", "0"),
+    ("mb_optimize_scan", "1"),
+    ("size_classes", "0"),
+    ("size_classes", "1"),
+    ("size_class_per_cpu", "0"),
+    ("size_class_per_cpu", "1"),
+    ("nr_global_goals", "1"),
+    ("nr_global_goals", "3"),
+    ("mb_group_prealloc", "0"),
+    ("mb_group_prealloc", "8"),
+    ("mb_group_prealloc", "512"),
+    ("mb_stream_req", "0"),
+    ("mb_stream_req", "16"),
+    ("mb_stream_req", "4000"),
+    ("mb_order2_req", "0"),
+    ("mb_order2_req", "2"),
+    ("mb_max_to_scan", "1"),
+    ("mb_max_to_scan", "200"),
+    ("mb_min_to_scan", "0"),
+    ("mb_min_to_scan", "10"),
+    ("mb_max_linear_groups", "0"),
+    ("mb_max_linear_groups", "4"),
+    ("mb_max_linear_groups", "4294967295"),
+    ("mb_best_avail_max_trim_order", "0"),
+    ("mb_best_avail_max_trim_order", "3"),
+    ("stripe", "0"),
+    ("stripe", "16"),
+    ("try_lock_groups", "0"),
+    ("try_lock_groups", "1"),
+    ("prefetch_test_before_set", "1"),
+    ("mb_max_prealloc_kb", "8192"),
+    ("mb_max_prealloc_kb", "32768"),
+    ("flavor", "6.18.y"),
+    ("flavor", "6.18"),
+];
 
 /// Mostly in range, so that most wild requests get past the checks and reach the search.
 fn place() -> impl Strategy<Value = u64> {
@@ -124,6 +164,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u64..12).prop_map(|owner| Op::Discard { owner }),
         1 => any::<usize>().prop_map(|pick| Op::DoubleFree { pick }),
         2 => wild().prop_map(|r| Op::Wild(Box::new(r))),
+        1 => prop::sample::select(TUNES).prop_map(|(n, v)| Op::Tune(n, v)),
     ]
 }
 
@@ -243,6 +284,14 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
             }
             Op::Discard { owner } => {
                 a.discard_preallocations(owner);
+            }
+            Op::Tune(name, value) => {
+                // Every value listed is valid on every geometry here but nr_global_goals=3
+                // on filesystems of fewer groups: refused, nothing changed.
+                let before = a.tunables();
+                if a.set_tunable(name, value).is_err() {
+                    prop_assert_eq!(a.tunables(), before);
+                }
             }
             Op::DoubleFree { pick } => {
                 let Some(b) = (0..m.blocks.len())
@@ -387,6 +436,17 @@ fn bad_input_is_a_clear_error() {
         a.allocate(&Request::new(1, 5, 1).with_left(9, 100)),
         Err(Error::InvalidRequest { .. })
     ));
+    // The group-or-file decision's own flags, found by the wild-request property: with
+    // mb_group_prealloc = 0 a preset HINT_GROUP_ALLOC became a zero-length goal.
+    a.set_tunable("mb_group_prealloc", "0").unwrap();
+    for f in [Flags::HINT_GROUP_ALLOC, Flags::STREAM_ALLOC] {
+        let req = Request::new(1, 901, 1).with_flags(Flags::HINT_DATA | f);
+        match a.allocate(&req) {
+            Err(Error::InvalidRequest { what, .. }) => assert!(what.contains("decision"), "{what}"),
+            other => panic!("{f:?}: expected InvalidRequest, got {other:?}"),
+        }
+    }
+    a.set_tunable("mb_group_prealloc", "512").unwrap();
     assert!(matches!(
         a.free(1, Extent::new(1 << 40, 1)),
         Err(Error::OutOfRange { .. })
