@@ -1,7 +1,7 @@
 //! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
 //! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
@@ -69,6 +69,10 @@ pub struct Allocator {
     pub(crate) discard_seq: PerCpu<AtomicU64>,
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
     pub(crate) lock_busy: Padded<AtomicU32>,
+    /// `mb_optimize_scan` as [`Allocator::publish`] reads it, under the group lock: the live
+    /// value, not a request's snapshot of the tunables, so that a request that started before
+    /// `set_tunable` turned the indexes on cannot publish a group out of them afterwards.
+    pub(crate) optimize_scan: Padded<AtomicBool>,
     pub(crate) stats: Stats,
     pub(crate) source: Arc<dyn BitmapSource>,
     /// Prefetch reads in flight (`ext4_read_block_bitmap_nowait`).
@@ -208,6 +212,7 @@ impl Builder {
             free_pending: PerCpuCounter::new(0),
             discard_seq: PerCpu::default(),
             lock_busy: Padded(AtomicU32::new(0)),
+            optimize_scan: Padded(AtomicBool::new(tun.mb_optimize_scan)),
             stats: Stats::default(),
             readahead: ReadAhead::new(source.clone(), readers),
             cache: GroupCache::new(self.cache),
@@ -274,13 +279,16 @@ impl Allocator {
             }
         }
         if new.mb_optimize_scan != t.mb_optimize_scan {
-            // Like a remount: every group is published again under the new setting. With the
-            // indexes off, a group whose largest free order changed left the largest-order
-            // index and was not put back (`mb_set_largest_free_order` inserts only with
-            // optimize scan on), so turning them on puts every group back at its order.
+            // Like a remount: every group is published again under the new setting, after
+            // the setting itself (a publish under a group lock taken after ours reads it).
+            // With the indexes off, a group whose largest free order changed left the
+            // largest-order index and was not put back (`mb_set_largest_free_order` inserts
+            // only with optimize scan on), so turning them on puts every group back.
+            self.optimize_scan
+                .store(new.mb_optimize_scan, Ordering::Relaxed);
             for g in self.groups.iter() {
                 let mut st = g.lock.lock();
-                self.publish(g, &mut st, new.mb_optimize_scan);
+                self.publish(g, &mut st);
                 if new.mb_optimize_scan {
                     let order = st.largest_order;
                     let free = g.bb_free() > 0;
@@ -430,8 +438,7 @@ impl Allocator {
         }
         st.loaded = Some(Box::new(Loaded { disk, buddy }));
         crate::stats::bump(&self.stats.buddies_generated);
-        let optimize = self.tun.load().mb_optimize_scan;
-        self.publish(grp, st, optimize);
+        self.publish(grp, st);
         let bits = self.bits(grp.no);
         if bits.need_init() {
             // Under the group lock: no other loader can clear it meanwhile.
@@ -443,8 +450,9 @@ impl Allocator {
     }
 
     /// After a buddy change: publish the summary and move the group in its class's indexes
-    /// (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
-    pub(crate) fn publish(&self, grp: &Group, st: &mut GroupState, optimize_scan: bool) {
+    /// (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`). Under the group lock.
+    pub(crate) fn publish(&self, grp: &Group, st: &mut GroupState) {
+        let optimize_scan = self.optimize_scan.load(Ordering::Relaxed);
         let c = st.publish(grp, optimize_scan, self.geo.num_orders());
         if c.old_largest != c.new_largest || (optimize_scan && c.old_avg != c.new_avg) {
             self.relocate(grp.no, st.class_index, &c, optimize_scan);
@@ -505,7 +513,7 @@ impl Allocator {
     pub fn check_consistency(&self) -> Result<(), String> {
         // Corrupt groups' free blocks are not counted (`mark_corrupt`).
         let corrupt = self.corrupt.snapshot();
-        let optimize = self.tun.load().mb_optimize_scan;
+        let optimize = self.optimize_scan.load(Ordering::Relaxed);
         let mut disk_free = 0i64;
         let mut pending = 0i64;
         for grp in self.groups.iter() {

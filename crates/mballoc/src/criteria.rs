@@ -107,6 +107,7 @@ impl Allocator {
     }
 
     /// Counters and prefetch completion at the end of `ext4_mb_regular_allocator`.
+    #[inline(always)]
     fn finish_regular(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.status == Status::Found {
             ctx.stats.bump(|c| &c.cr[ctx.cr.index()].hits);
@@ -117,7 +118,9 @@ impl Allocator {
         if ctx.status == Status::Break {
             ctx.stats.bump(|c| &c.breaks);
         }
-        if ctx.prefetch_nr > 0 {
+        // With every buddy built no group of the window can need one (the walk would only
+        // read `NEED_INIT` bits that are all clear): the common case costs one load here.
+        if ctx.prefetch_nr > 0 && self.uninit.load(Ordering::Relaxed) != 0 {
             self.prefetch_fini(ctx.prefetch_grp, ctx.prefetch_nr);
         }
         match ctx.first_err.take() {
@@ -569,12 +572,8 @@ impl Allocator {
     }
 
     /// `ext4_mb_prefetch_fini`: initialise the groups of the last window (walking back).
+    /// The caller skips it once every buddy is built.
     fn prefetch_fini(&self, mut g: u32, nr: u32) {
-        if self.uninit.load(Ordering::Relaxed) == 0 {
-            // Every buddy is built: no group of the window can need it (the walk would only
-            // read `NEED_INIT` bits that are all clear).
-            return;
-        }
         let n = self.geo.group_count();
         for _ in 0..nr {
             g = if g == 0 { n - 1 } else { g - 1 };

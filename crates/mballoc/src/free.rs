@@ -188,7 +188,6 @@ impl Allocator {
     fn release_committed(&self, tid: u64) {
         bump(&self.stats.commits);
         let groups = std::mem::take(&mut *self.pending_groups.lock());
-        let optimize = self.tun.load().mb_optimize_scan;
         for g in groups {
             let grp = &self.groups[g as usize];
             let mut st = self.lock_group(grp);
@@ -217,7 +216,7 @@ impl Allocator {
             self.free_pending.add(-i64::from(released));
             self.bits(g).clear(state::WAS_TRIMMED);
             self.bump_discard_seq();
-            self.publish(grp, &mut st, optimize);
+            self.publish(grp, &mut st);
         }
     }
 
@@ -315,8 +314,7 @@ impl Allocator {
         }
         add(&self.stats.discarded, freed);
         self.bump_discard_seq();
-        let optimize = self.tun.load().mb_optimize_scan;
-        self.publish(grp, st, optimize);
+        self.publish(grp, st);
     }
 
     /// The ENOSPC path (`ext4_mb_discard_preallocations`): release every preallocation not in

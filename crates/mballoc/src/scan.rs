@@ -386,7 +386,7 @@ impl Allocator {
         ctx.b_ex.logical = ctx.g_ex.logical;
         let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
         self.bump_discard_seq();
-        self.publish(grp, st, ctx.tun.mb_optimize_scan);
+        self.publish(grp, st);
         self.claim_class(ctx, grp, st);
         ctx.f_ex = ctx.b_ex;
         ctx.status = Status::Found;
@@ -570,7 +570,7 @@ mod tests {
         let grp = &a.groups[g];
         let mut st = a.lock_group(grp);
         st.loaded.as_mut().unwrap().buddy.inflate_free(1000);
-        a.publish(grp, &mut st, a.tun.load().mb_optimize_scan);
+        a.publish(grp, &mut st);
     }
 
     #[test]

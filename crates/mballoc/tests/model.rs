@@ -491,11 +491,20 @@ fn no_reuse_before_commit() {
 #[test]
 fn threads_never_share_a_block() {
     for p in Policy::ALL {
-        threads_under(p);
+        threads_under(p, false);
     }
 }
 
-fn threads_under(policy: Policy) {
+/// The same while a fifth thread keeps changing tunables (sysfs writes under load): the
+/// indexes must still hold every group where its orders say once the writes stop.
+#[test]
+fn threads_with_tunables_changing_under_them() {
+    for p in Policy::ALL {
+        threads_under(p, true);
+    }
+}
+
+fn threads_under(policy: Policy, tune: bool) {
     let geo = Geometry::ext4_default(1 << 30).unwrap();
     let mut t = policy.tunables(&geo, 4);
     t.mb_optimize_scan = true;
@@ -543,8 +552,27 @@ fn threads_under(policy: Policy) {
             })
         })
         .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tuner = tune.then(|| {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let (name, value) = TUNES[i * 7 % TUNES.len()];
+                // nr_global_goals=3 is refused on no geometry here; every write must succeed.
+                a.set_tunable(name, value).unwrap();
+                i += 1;
+            }
+            i
+        })
+    });
     for h in handles {
         h.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = tuner {
+        assert!(t.join().unwrap() > 0);
+        a.set_tunable("mb_optimize_scan", "1").unwrap();
     }
     a.commit().unwrap();
     a.check_consistency().unwrap();
