@@ -13,7 +13,7 @@ use crate::cache::{GroupCache, EVICTED};
 use crate::class_index::{ClassIndex, Kind};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{Group, GroupState, IndexChange, Loaded, NO_HOME};
+use crate::group::{Group, GroupState, Loaded, NO_HOME};
 use crate::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::prealloc::{LocalityGroup, OwnerTable};
 use crate::readahead::{ReadAhead, Taken};
@@ -290,10 +290,9 @@ impl Allocator {
                 let mut st = g.lock.lock();
                 self.publish(g, &mut st);
                 if new.mb_optimize_scan {
-                    let order = st.largest_order;
                     let free = g.bb_free() > 0;
                     self.index
-                        .relocate(Kind::Largest, st.class_index, g.no, order, order, free);
+                        .reinsert_largest(g.no, st.class_index, st.largest_order, free);
                 }
             }
         }
@@ -455,7 +454,7 @@ impl Allocator {
         let optimize_scan = self.optimize_scan.load(Ordering::Relaxed);
         let c = st.publish(grp, optimize_scan, self.geo.num_orders());
         if c.old_largest != c.new_largest || (optimize_scan && c.old_avg != c.new_avg) {
-            self.relocate(grp.no, st.class_index, &c, optimize_scan);
+            self.index.apply(grp.no, st.class_index, &c, optimize_scan);
         }
         // btrfs_maybe_reset_size_class: a group with no data left loses its class. Classes are
         // only ever set with `size_classes` on, so this is one compare when off (the index
@@ -463,23 +462,6 @@ impl Allocator {
         if st.class_index != SizeClass::None && c.free >= grp.baseline_free {
             self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
-        }
-    }
-
-    /// Moves group `g` between orders in the indexes of its class. Out of line: most buddy
-    /// changes leave both orders as they were, and `publish` runs on every one.
-    #[inline(never)]
-    fn relocate(&self, g: u32, class: SizeClass, c: &IndexChange, optimize_scan: bool) {
-        if c.old_largest != c.new_largest {
-            // Removal always happens; insertion only with optimize scan on and free space.
-            let insert = optimize_scan && c.free > 0;
-            let (old, new) = (c.old_largest, c.new_largest);
-            self.index
-                .relocate(Kind::Largest, class, g, old, new, insert);
-        }
-        if optimize_scan && c.old_avg != c.new_avg {
-            self.index
-                .relocate(Kind::Avg, class, g, c.old_avg, c.new_avg, true);
         }
     }
 

@@ -19,6 +19,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::group::IndexChange;
 use crate::index::GroupSet;
 use crate::size_class::{Classes, SizeClass};
 
@@ -75,6 +76,29 @@ impl ClassIndex {
         if insert && new >= 0 {
             self.sets(kind, new as usize)[class as usize].insert(g);
         }
+    }
+
+    /// Applies one publish's moves to group `g` of class `class` (`mb_set_largest_free_order`,
+    /// `mb_update_avg_fragment_size`): out of its old largest free order always, into the new
+    /// one only with the indexes on and free space left; the average-fragment index moves only
+    /// with the indexes on. Out of line: most buddy changes move nothing, and the caller
+    /// tests for that first.
+    #[inline(never)]
+    pub fn apply(&self, g: u32, class: SizeClass, c: &IndexChange, optimize_scan: bool) {
+        if c.old_largest != c.new_largest {
+            let insert = optimize_scan && c.free > 0;
+            let (old, new) = (c.old_largest, c.new_largest);
+            self.relocate(Kind::Largest, class, g, old, new, insert);
+        }
+        if optimize_scan && c.old_avg != c.new_avg {
+            self.relocate(Kind::Avg, class, g, c.old_avg, c.new_avg, true);
+        }
+    }
+
+    /// Turning the indexes on: group `g` back in the largest-free-order index at `order`
+    /// (with free space), which it left if its order changed while they were off.
+    pub fn reinsert_largest(&self, g: u32, class: SizeClass, order: i32, free: bool) {
+        self.relocate(Kind::Largest, class, g, order, order, free);
     }
 
     /// Moves group `g` from the sets of class `from` to those of `to`, at the orders where
@@ -371,5 +395,132 @@ mod tests {
         assert!(small.passes_over() && !small.passed(5));
         let none = ix.order_sets(Kind::Largest, 2, ix.walk(Classes::of(SizeClass::None)));
         assert!(none.passed(5) && none.next(0, GROUPS).is_none());
+    }
+}
+
+/// Model checks of how `Allocator::publish` and `set_tunable`'s switch of `mb_optimize_scan`
+/// meet in the largest-free-order index
+/// (`RUSTFLAGS="--cfg loom" cargo test --release -p mballoc --lib loom_`).
+///
+/// The index moves are the library's own ([`ClassIndex::apply`],
+/// [`ClassIndex::reinsert_largest`], over loom's atomics in [`GroupSet`]); the skeleton around
+/// them is the allocator's, written out here because the allocator's group locks are not
+/// loom's: a request changes the group's order and publishes it under the group lock, reading
+/// the live `optimize_scan` mirror there; `set_tunable` stores the mirror first, then takes
+/// every group lock in turn and, turning the indexes on, puts the group back at its order.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::atomic::AtomicBool;
+    use loom::sync::{Arc, Mutex};
+    use loom::thread;
+
+    const G: u32 = 3;
+    const ORDERS: usize = 4;
+
+    /// One group (its largest free order behind its lock), the indexes and the mirror.
+    struct Fs {
+        index: ClassIndex,
+        optimize_scan: AtomicBool,
+        order: Mutex<i32>,
+    }
+
+    /// A group at order 3 with free space, indexed there, with the indexes now at `on`.
+    fn fs(on: bool) -> Arc<Fs> {
+        let index = ClassIndex::new(ORDERS, 64);
+        index.relocate(Kind::Largest, SizeClass::None, G, -1, 3, true);
+        Arc::new(Fs {
+            index,
+            optimize_scan: AtomicBool::new(on),
+            order: Mutex::new(3),
+        })
+    }
+
+    /// How a request learns whether the indexes are on.
+    #[derive(Clone, Copy)]
+    enum Reads {
+        /// The live mirror, under the group lock (`Allocator::publish`).
+        Live,
+        /// A copy taken when the request began (what `publish` read before session 9's fix).
+        Snapshot(bool),
+    }
+
+    /// A request whose buddy change takes the group's largest free order to `to`.
+    fn request(fs: &Fs, to: i32, reads: Reads) {
+        let mut order = fs.order.lock().unwrap();
+        let on = match reads {
+            Reads::Live => fs.optimize_scan.load(Ordering::Relaxed),
+            Reads::Snapshot(on) => on,
+        };
+        let change = IndexChange {
+            old_largest: *order,
+            new_largest: to,
+            old_avg: 0,
+            new_avg: 0,
+            free: 1,
+        };
+        fs.index.apply(G, SizeClass::None, &change, on);
+        *order = to;
+    }
+
+    /// `set_tunable("mb_optimize_scan", on)` for the one group.
+    fn switch(fs: &Fs, on: bool) {
+        fs.optimize_scan.store(on, Ordering::Relaxed);
+        let order = fs.order.lock().unwrap();
+        if on {
+            fs.index.reinsert_largest(G, SizeClass::None, *order, true);
+        }
+    }
+
+    /// A request and the switch, concurrently; returns the group's final order and where
+    /// the index holds it.
+    fn race(on_before: bool, reads: Reads) -> (i32, Vec<(i32, SizeClass)>) {
+        let fs = fs(on_before);
+        let req = {
+            let fs = fs.clone();
+            thread::spawn(move || request(&fs, 2, reads))
+        };
+        let sw = {
+            let fs = fs.clone();
+            thread::spawn(move || switch(&fs, !on_before))
+        };
+        req.join().unwrap();
+        sw.join().unwrap();
+        let order = *fs.order.lock().unwrap();
+        (order, fs.index.places_of(Kind::Largest, G))
+    }
+
+    /// Turning the indexes on while a request moves the group: whichever runs first, the
+    /// group ends in the index at its order (a CR_POWER2_ALIGNED walk finds it).
+    #[test]
+    fn loom_publish_races_turning_indexes_on() {
+        loom::model(|| {
+            let (order, places) = race(false, Reads::Live);
+            assert_eq!(places, vec![(order, SizeClass::None)]);
+        });
+    }
+
+    /// The same race with the request's snapshot (indexes off when it began): the model
+    /// checker finds the order in which the group is lost, the bug the live mirror fixed.
+    #[test]
+    #[should_panic(expected = "assertion")]
+    fn loom_publish_with_a_stale_snapshot_loses_the_group() {
+        loom::model(|| {
+            let (order, places) = race(false, Reads::Snapshot(false));
+            assert_eq!(places, vec![(order, SizeClass::None)]);
+        });
+    }
+
+    /// Turning the indexes off while a request moves the group: the group is at most at its
+    /// order (off, a move only removes), never left at a stale order.
+    #[test]
+    fn loom_publish_races_turning_indexes_off() {
+        loom::model(|| {
+            let (order, places) = race(true, Reads::Live);
+            assert!(
+                places.is_empty() || places == vec![(order, SizeClass::None)],
+                "{places:?} at order {order}"
+            );
+        });
     }
 }
