@@ -24,6 +24,9 @@ use crate::source::BitmapSource;
 struct Reads {
     /// Submitted, not finished.
     in_flight: HashSet<u32>,
+    /// In flight but discarded ([`ReadAhead::discard`]): dropped when it finishes, and never
+    /// handed to a loader.
+    void: HashSet<u32>,
     /// Finished, not yet taken by a loader.
     done: HashMap<u32, Result<Bitmap, Error>>,
 }
@@ -102,11 +105,27 @@ impl ReadAhead {
             if let Some(done) = r.done.remove(&group) {
                 return Taken::Ready(done, waited);
             }
-            if !r.in_flight.contains(&group) {
+            if !r.in_flight.contains(&group) || r.void.contains(&group) {
                 return Taken::NotSubmitted;
             }
             waited = true;
             self.shared.finished.wait(&mut r);
+        }
+    }
+
+    /// Forgets every read of `group`, finished or in flight: the group's bitmap is about to
+    /// change in the source (the cache writes an evicted group back), so a copy read before
+    /// would be stale when the group is next loaded. Called under the group's lock.
+    ///
+    /// Why it is needed: a prefetch window tests `NEED_INIT` without the group lock, so it can
+    /// submit a read of a group that another thread has just loaded; that read copies the
+    /// source while the loaded group moves on. In the kernel the prefetched buffer is the
+    /// bitmap itself, so no copy can go stale; here the source is a separate store.
+    pub(crate) fn discard(&self, group: u32) {
+        let mut r = self.shared.reads.lock();
+        r.done.remove(&group);
+        if r.in_flight.contains(&group) {
+            r.void.insert(group);
         }
     }
 }
@@ -114,6 +133,8 @@ impl ReadAhead {
 fn finish(shared: &Shared, group: u32, result: Result<Bitmap, Error>) {
     let mut r = shared.reads.lock();
     r.in_flight.remove(&group);
-    r.done.insert(group, result);
+    if !r.void.remove(&group) {
+        r.done.insert(group, result);
+    }
     shared.finished.notify_all();
 }

@@ -504,18 +504,61 @@ fn threads_with_tunables_changing_under_them() {
     }
 }
 
+/// The same on lazily loaded groups with a cache of three and background prefetch readers:
+/// loads, evictions and prefetch reads race the requests, frees and commits of four threads.
+/// Every block a thread holds must be in use in its group's bitmap at the end, evicted groups
+/// reloaded included. (It found a prefetched copy outliving an eviction, reloaded stale about
+/// one run in forty: `a_group_is_never_reloaded_from_a_read_older_than_its_eviction`.)
+#[test]
+fn threads_on_lazy_groups_with_a_small_cache() {
+    for p in Policy::ALL {
+        let (a, owners) = threads_under_with(p, false, Some(3));
+        assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
+        for g in 0..a.geometry().group_count() {
+            let bits = a.disk_bitmap(g).unwrap();
+            for i in 0..a.geometry().group_len(g) {
+                let b = a.geometry().block_of(g, i) as usize;
+                if owners[b].load(Ordering::Relaxed) != 0 {
+                    assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
+                }
+            }
+        }
+    }
+}
+
 fn threads_under(policy: Policy, tune: bool) {
-    let geo = Geometry::ext4_default(1 << 30).unwrap();
+    threads_under_with(policy, tune, None);
+}
+
+/// Four threads allocating and freeing against an ownership array (a fifth writing tunables
+/// when `tune`), on groups loaded lazily into a cache of `cache` when given. Returns the
+/// allocator and who holds each block at the end.
+fn threads_under_with(
+    policy: Policy,
+    tune: bool,
+    cache: Option<u32>,
+) -> (Arc<Allocator>, Arc<Vec<AtomicU8>>) {
+    // 8 groups; 32 when the cache bounds them, so that goals keep landing on unloaded ones.
+    let size = if cache.is_some() { 4 << 30 } else { 1 << 30 };
+    let geo = Geometry::ext4_default(size).unwrap();
     let mut t = policy.tunables(&geo, 4);
     t.mb_optimize_scan = true;
-    let a = Arc::new(
-        Allocator::builder(geo)
-            .used(&[(0, 5000)])
-            .tunables(t)
-            .cpus(4)
-            .build()
-            .unwrap(),
-    );
+    let mut b = Allocator::builder(geo)
+        .used(&[(0, 5000)])
+        .tunables(t)
+        .cpus(4);
+    if let Some(n) = cache {
+        // A read takes a while, so that requests meet prefetch reads still in flight.
+        let read = std::time::Duration::from_micros(20);
+        b = b
+            .lazy(true)
+            .cache_groups(n)
+            .prefetch_threads(2)
+            .load_cost(read);
+    }
+    let a = Arc::new(b.build().unwrap());
+    let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.blocks_per_group());
+    let commit_every = if spread { 10 } else { 50 };
     let owners: Arc<Vec<AtomicU8>> =
         Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
     let handles: Vec<_> = (0..4u64)
@@ -526,7 +569,17 @@ fn threads_under(policy: Policy, tune: bool) {
                 for i in 0..3000u32 {
                     let owner = th * 100 + u64::from(i % 5);
                     let len = 1 + (i * 7919 + th as u32 * 31) % 300;
-                    let req = request(owner, (i % 40) * 300, len, (i % 4) as u8, th as u32, 0);
+                    // Spread: mostly requests that leave no preallocation (a group holding
+                    // one cannot be evicted), with goals all over the filesystem.
+                    let kind = match spread && i % 8 != 0 {
+                        true => 2,
+                        false => (i % 4) as u8,
+                    };
+                    let mut req = request(owner, (i % 40) * 300, len, kind, th as u32, 0);
+                    if spread {
+                        let g = u64::from(i * 5 + th as u32 * 3) % u64::from(groups);
+                        req = req.with_goal(g * u64::from(bpg) + u64::from(i % 7) * 1000);
+                    }
                     if let Ok(x) = a.allocate(&req) {
                         for b in x.extent.start..x.extent.end() {
                             let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
@@ -545,7 +598,7 @@ fn threads_under(policy: Policy, tune: bool) {
                         }
                         a.free(o, e).unwrap();
                     }
-                    if i % 50 == 0 {
+                    if i % commit_every == 0 {
                         a.commit().unwrap();
                     }
                 }
@@ -576,4 +629,5 @@ fn threads_under(policy: Policy, tune: bool) {
     }
     a.commit().unwrap();
     a.check_consistency().unwrap();
+    (a, owners)
 }
