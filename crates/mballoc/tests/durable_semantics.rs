@@ -311,8 +311,25 @@ fn a_dead_device_fails_commits_but_not_the_allocator() {
 /// store, and a later store commit would fail with `AlreadyAllocated`.
 #[test]
 fn concurrent_frees_and_commits_never_reuse_a_block_early() {
+    threads_on_the_store(None);
+}
+
+/// The same with at most two of the eight groups loaded and two background readers: clean
+/// groups are dropped and read back from the store while the threads allocate, free and
+/// commit, and prefetch reads race both.
+#[test]
+fn concurrent_work_on_a_small_cache_reloads_groups_from_the_store() {
+    let a = threads_on_the_store(Some(2));
+    assert!(a.stats().evictions > 0, "the cache never evicted");
+}
+
+fn threads_on_the_store(cache: Option<u32>) -> Arc<Allocator> {
     let store = Arc::new(MemStore::new(geometry(), &[]).unwrap());
-    let a = Arc::new(Allocator::open(store.clone()).unwrap());
+    let mut b = Allocator::builder(geometry()).store(store.clone());
+    if let Some(n) = cache {
+        b = b.cache_groups(n).prefetch_threads(2);
+    }
+    let a = Arc::new(b.build().unwrap());
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
             let a = a.clone();
@@ -347,6 +364,7 @@ fn concurrent_frees_and_commits_never_reuse_a_block_early() {
             "group {g}"
         );
     }
+    a
 }
 
 /// What the threads of the test below share. Every allocator call holds `quiet` for reading;
