@@ -113,9 +113,10 @@ impl ReadAhead {
         }
     }
 
-    /// Forgets every read of `group`, finished or in flight: the group's bitmap is about to
-    /// change in the source (the cache writes an evicted group back), so a copy read before
-    /// would be stale when the group is next loaded. Called under the group's lock.
+    /// Forgets every read of `group`, finished or in flight: the cache has just written the
+    /// group back on eviction, so a copy read before may be older than what the source now
+    /// holds, and the group's next load must read the source afresh. Called under the group's
+    /// lock.
     ///
     /// Why it is needed: a prefetch window tests `NEED_INIT` without the group lock, so it can
     /// submit a read of a group that another thread has just loaded; that read copies the
