@@ -491,7 +491,7 @@ fn no_reuse_before_commit() {
 #[test]
 fn threads_never_share_a_block() {
     for p in Policy::ALL {
-        threads_under(p, false);
+        threads_under(p, false, None);
     }
 }
 
@@ -500,7 +500,7 @@ fn threads_never_share_a_block() {
 #[test]
 fn threads_with_tunables_changing_under_them() {
     for p in Policy::ALL {
-        threads_under(p, true);
+        threads_under(p, true, None);
     }
 }
 
@@ -512,7 +512,7 @@ fn threads_with_tunables_changing_under_them() {
 #[test]
 fn threads_on_lazy_groups_with_a_small_cache() {
     for p in Policy::ALL {
-        let (a, owners) = threads_under_with(p, false, Some(3));
+        let (a, owners) = threads_under(p, false, Some(3));
         assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
         for g in 0..a.geometry().group_count() {
             let bits = a.disk_bitmap(g).unwrap();
@@ -526,14 +526,10 @@ fn threads_on_lazy_groups_with_a_small_cache() {
     }
 }
 
-fn threads_under(policy: Policy, tune: bool) {
-    threads_under_with(policy, tune, None);
-}
-
 /// Four threads allocating and freeing against an ownership array (a fifth writing tunables
 /// when `tune`), on groups loaded lazily into a cache of `cache` when given. Returns the
 /// allocator and who holds each block at the end.
-fn threads_under_with(
+fn threads_under(
     policy: Policy,
     tune: bool,
     cache: Option<u32>,
