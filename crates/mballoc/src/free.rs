@@ -222,14 +222,25 @@ impl Allocator {
 
     /// Releases the unused part of every inode preallocation of `owner` (on close, truncate,
     /// unlink: `ext4_discard_preallocations`). Returns the blocks released.
+    ///
+    /// The PAs are released before the owner's lock is dropped, as the kernel releases them
+    /// under `i_data_sem`: a free by the owner that finds no PA must find its blocks already
+    /// back in the buddy. Released after the lock, a PA could outlive a free and commit of
+    /// blocks it had handed out, and `release_inode_pa` would then skip its unused blocks
+    /// for good.
     pub fn discard_preallocations(&self, owner: u64) -> u64 {
         let Some(arc) = self.owners.get(owner) else {
             return 0;
         };
-        let pas = std::mem::take(&mut arc.lock().pas);
+        let mut o = arc.lock();
+        let freed = std::mem::take(&mut o.pas)
+            .values()
+            .map(|pa| self.release_inode_pa(pa))
+            .sum();
+        drop(o);
         drop(arc);
         self.owners.forget_if_empty(owner);
-        pas.values().map(|pa| self.release_inode_pa(pa)).sum()
+        freed
     }
 
     /// Retires `owner`'s PAs that overlap `extent` physically.

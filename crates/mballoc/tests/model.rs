@@ -526,6 +526,128 @@ fn threads_on_lazy_groups_with_a_small_cache() {
     }
 }
 
+/// Four threads on a filesystem too small for all of them: each allocates until it is refused,
+/// then frees most of what it holds and commits, while a fifth drops the others' inode and
+/// group preallocations and commits. Refusals, the ENOSPC retry (which takes other requests'
+/// preallocations with try-locks) and discards race each other. No block may be handed out
+/// twice; once everything is freed, committed and discarded, every block must be allocatable
+/// again (a preallocation lost by a race would keep its blocks for good).
+#[test]
+fn threads_on_a_full_filesystem() {
+    for p in Policy::ALL {
+        for optimize in [false, true] {
+            full_filesystem_under(p, optimize);
+        }
+    }
+}
+
+fn full_filesystem_under(policy: Policy, optimize: bool) {
+    let geo = Geometry::new(4096, 4096, 8 * 4096, 0, 4).unwrap();
+    let used = [(0u64, 300u64)];
+    let mut t = policy.tunables(&geo, 4);
+    t.mb_optimize_scan = optimize;
+    let a = Arc::new(
+        Allocator::builder(geo)
+            .used(&used)
+            .tunables(t)
+            .cpus(4)
+            .build()
+            .unwrap(),
+    );
+    let owners: Arc<Vec<AtomicU8>> =
+        Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4u64)
+        .map(|th| {
+            let (a, owners) = (a.clone(), owners.clone());
+            std::thread::spawn(move || {
+                let (mut live, mut refused) = (Vec::new(), 0u32);
+                for i in 0..1500u32 {
+                    let owner = 1 + th * 100 + u64::from(i % 5);
+                    let len = 1 + (i * 7919 + th as u32 * 31) % 700;
+                    let goal = u64::from(i * 4099 + th as u32 * 8191) % geo.blocks_count();
+                    let req = request(owner, (i % 40) * 700, len, (i % 4) as u8, th as u32, goal);
+                    match a.allocate(&req) {
+                        Ok(x) => {
+                            for b in x.extent.start..x.extent.end() {
+                                let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
+                                assert_eq!(prev, 0, "{policy:?}: block {b} to {th}, held by {prev}");
+                            }
+                            live.push((owner, x.extent));
+                        }
+                        Err(Error::NoSpace { .. }) => {
+                            refused += 1;
+                            // Keep every third extent, free the rest, commit.
+                            let mut k = 0;
+                            live.retain(|&(o, e): &(u64, Extent)| {
+                                k += 1;
+                                if k % 3 == 0 {
+                                    return true;
+                                }
+                                for b in e.start..e.end() {
+                                    owners[b as usize].store(0, Ordering::SeqCst);
+                                }
+                                a.free(o, e).unwrap();
+                                false
+                            });
+                            a.commit().unwrap();
+                        }
+                        Err(e) => panic!("{policy:?}: {e}"),
+                    }
+                    if i % 25 == 0 {
+                        a.discard_preallocations(owner);
+                    }
+                }
+                (live, refused)
+            })
+        })
+        .collect();
+    let dropper = {
+        let (a, stop) = (a.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                a.discard_preallocations(1 + (i % 4) * 100 + i % 5);
+                if i % 7 == 0 {
+                    a.discard_group_preallocations();
+                    a.commit().unwrap();
+                }
+                i += 1;
+                std::thread::yield_now();
+            }
+        })
+    };
+    let mut refused = 0;
+    let mut live = Vec::new();
+    for w in workers {
+        let (l, r) = w.join().unwrap();
+        live.extend(l);
+        refused += r;
+    }
+    stop.store(true, Ordering::Relaxed);
+    dropper.join().unwrap();
+    assert!(refused > 0, "{policy:?}: the filesystem never filled");
+    for (o, e) in live {
+        a.free(o, e).unwrap();
+    }
+    a.commit().unwrap();
+    for o in (0..4).flat_map(|th| (0..5).map(move |k| 1 + th * 100 + k)) {
+        a.discard_preallocations(o);
+    }
+    a.discard_group_preallocations();
+    a.check_consistency().unwrap();
+    let free = geo.blocks_count() - 300;
+    assert_eq!(a.free_blocks(), free, "{policy:?} optimize {optimize}");
+    assert_eq!(a.pending_blocks(), 0);
+    assert!(a.preallocations().is_empty(), "{:?}", a.preallocations());
+    // Every free block can be had again, in pieces.
+    let mut got = 0;
+    while let Ok(x) = a.allocate(&request(7, 0, 4096, 2, 0, 0)) {
+        got += u64::from(x.extent.len);
+    }
+    assert_eq!(got, free, "{policy:?} optimize {optimize}: blocks lost");
+}
+
 /// Four threads allocating and freeing against an ownership array (a fifth writing tunables
 /// when `tune`), on groups loaded lazily into a cache of `cache` when given. Returns the
 /// allocator and who holds each block at the end.
