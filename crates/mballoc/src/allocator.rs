@@ -498,6 +498,7 @@ impl Allocator {
         let optimize = self.optimize_scan.load(Ordering::Relaxed);
         let mut disk_free = 0i64;
         let mut pending = 0i64;
+        let mut registered = Vec::new();
         for grp in self.groups.iter() {
             let st = grp.lock.lock();
             if let Some(l) = &st.loaded {
@@ -536,6 +537,10 @@ impl Allocator {
                 }
             }
             self.check_indexed(grp, &st, optimize)?;
+            registered.extend(st.inode_pas.iter().map(|p| {
+                let pstart = self.geo.block_of(grp.no, p.start);
+                (pstart, p.len, p.owner, p.lstart)
+            }));
             if !corrupt.contains_key(&grp.no) {
                 disk_free += i64::from(st.desc_free);
             }
@@ -551,6 +556,31 @@ impl Allocator {
         if p != pending {
             return Err(format!(
                 "pending counter {p} != sum of pending frees {pending}"
+            ));
+        }
+        self.check_registered(registered)
+    }
+
+    /// The groups' lists of inode PAs (`(pstart, len, owner, lstart)`) against the owners'
+    /// trees: the same PAs, each once.
+    fn check_registered(&self, mut registered: Vec<(u64, u32, u64, u32)>) -> Result<(), String> {
+        let mut live: Vec<_> = self
+            .owners
+            .all()
+            .into_iter()
+            .flat_map(|(o, arc)| {
+                let pas = arc.lock();
+                pas.pas
+                    .values()
+                    .map(|pa| (pa.pstart, pa.len, o, pa.lstart))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        registered.sort_unstable();
+        live.sort_unstable();
+        if registered != live {
+            return Err(format!(
+                "groups list inode PAs {registered:?}, owners hold {live:?}"
             ));
         }
         Ok(())

@@ -14,7 +14,7 @@ use crate::context::Ex;
 use crate::error::Error;
 use smallvec::SmallVec;
 
-use crate::group::{GroupState, PendingFree};
+use crate::group::{GroupState, PaSpan, PendingFree};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::Extent;
 use crate::state;
@@ -23,13 +23,18 @@ use crate::stats::{add, bump};
 impl Allocator {
     /// Frees `extent` (blocks `owner` was given) in the running transaction. The blocks can
     /// be allocated again after the next [`Allocator::commit`].
+    ///
+    /// `owner` is the caller's record, not trusted: a live preallocation that handed out any
+    /// of these blocks is found by its place in the group and retired (as a truncate does),
+    /// whoever owns it, so that a free naming the wrong owner cannot let a block be handed
+    /// out twice.
     pub fn free(&self, owner: u64, extent: Extent) -> Result<(), Error> {
         self.free_in_transaction(owner, extent, self.tid.load(Ordering::Relaxed))
     }
 
     /// Frees `extent` as part of transaction `tid` (for callers that run their own journal,
     /// like a trace replay); see [`Allocator::commit_transaction`].
-    pub fn free_in_transaction(&self, owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+    pub fn free_in_transaction(&self, _owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
         let g = &self.geo;
         if !g.contains(extent.start, u64::from(extent.len)) {
             return Err(Error::OutOfRange {
@@ -47,48 +52,68 @@ impl Allocator {
             logical: 0,
         };
         if first.len == extent.len {
-            self.free_in_group(owner, extent, first, tid)
+            self.free_in_group(extent, first, tid)
         } else {
-            self.free_across_groups(owner, extent, tid)
+            self.free_across_groups(extent, tid)
         }
     }
 
     /// The common case: `extent` lies in one group (`c`). The same steps as
     /// [`Allocator::free_across_groups`], without collecting pieces and guards.
-    fn free_in_group(&self, owner: u64, extent: Extent, c: Ex, tid: u64) -> Result<(), Error> {
+    fn free_in_group(&self, extent: Extent, c: Ex, tid: u64) -> Result<(), Error> {
         // Unlike ext4 (which skips them), a free into a corrupt group is refused outright.
         self.refuse_corrupt([c.group])?;
         self.load_group(c.group)?;
-        // Blocks inside a live PA of this owner: retire those PAs first, as a truncate does.
-        self.discard_overlapping(owner, extent);
-        let mut st = self.lock_group(&self.groups[c.group as usize]);
-        self.check_allocated(&mut st, c, extent)?;
-        self.refuse_corrupt([c.group])?;
-        self.clear_on_disk(&mut st, c, tid);
-        Ok(())
+        loop {
+            let mut st = self.lock_group(&self.groups[c.group as usize]);
+            self.check_allocated(&mut st, c, extent)?;
+            self.refuse_corrupt([c.group])?;
+            if !st.has_pa_overlapping(c.start, c.len) {
+                self.clear_on_disk(&mut st, c, tid);
+                return Ok(());
+            }
+            // Blocks a live PA handed out: retire it first, as a truncate does (owner before
+            // group in the lock order), then check again.
+            let pas = st.pas_overlapping(c.start, c.len);
+            drop(st);
+            self.retire_pas(c.group, &pas);
+        }
     }
 
     /// `extent` crosses groups: every group is locked, and every piece checked before any is
     /// changed, so a bad free changes nothing.
-    fn free_across_groups(&self, owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+    fn free_across_groups(&self, extent: Extent, tid: u64) -> Result<(), Error> {
         let chunks = self.split(extent);
         self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
         for c in &chunks {
             self.load_group(c.group)?;
         }
-        self.discard_overlapping(owner, extent);
-        let mut guards: SmallVec<[_; 2]> = chunks
-            .iter()
-            .map(|c| self.lock_group(&self.groups[c.group as usize]))
-            .collect();
-        for (c, st) in chunks.iter().zip(guards.iter_mut()) {
-            self.check_allocated(st, *c, extent)?;
+        loop {
+            let mut guards: SmallVec<[_; 2]> = chunks
+                .iter()
+                .map(|c| self.lock_group(&self.groups[c.group as usize]))
+                .collect();
+            for (c, st) in chunks.iter().zip(guards.iter_mut()) {
+                self.check_allocated(st, *c, extent)?;
+            }
+            self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
+            let live: SmallVec<[_; 2]> = chunks
+                .iter()
+                .zip(guards.iter())
+                .map(|(c, st)| (c.group, st.pas_overlapping(c.start, c.len)))
+                .filter(|(_, pas)| !pas.is_empty())
+                .collect();
+            if live.is_empty() {
+                for (c, st) in chunks.iter().zip(guards.iter_mut()) {
+                    self.clear_on_disk(st, *c, tid);
+                }
+                return Ok(());
+            }
+            drop(guards);
+            for (g, pas) in &live {
+                self.retire_pas(*g, pas);
+            }
         }
-        self.refuse_corrupt(chunks.iter().map(|c| c.group))?;
-        for (c, st) in chunks.iter().zip(guards.iter_mut()) {
-            self.clear_on_disk(st, *c, tid);
-        }
-        Ok(())
     }
 
     /// Every block of the piece `c` of `extent` must be in use on disk (a double free or a
@@ -243,22 +268,34 @@ impl Allocator {
         freed
     }
 
-    /// Retires `owner`'s PAs that overlap `extent` physically.
-    fn discard_overlapping(&self, owner: u64, extent: Extent) {
-        let Some(arc) = self.owners.get(owner) else {
-            return;
-        };
-        let mut o = arc.lock();
-        let hit: Vec<u32> = o
-            .pas
-            .values()
-            .filter(|pa| pa.pstart < extent.end() && extent.start < pa.pstart + u64::from(pa.len))
-            .map(|pa| pa.lstart)
-            .collect();
-        for k in hit {
-            if let Some(pa) = o.pas.remove(&k) {
-                self.release_inode_pa(&pa);
+    /// Retires the PAs of group `g` in `pas`, whoever owns them: the PA leaves its owner's
+    /// tree and its unused blocks go back to the buddy, under the owner's lock.
+    fn retire_pas(&self, g: u32, pas: &[PaSpan]) {
+        for span in pas {
+            let pstart = self.geo.block_of(g, span.start);
+            let arc = self.owners.get(span.owner);
+            let mut o = arc.as_ref().map(|a| a.lock());
+            let in_tree = o.as_mut().and_then(|o| {
+                let hit = o
+                    .pas
+                    .get(&span.lstart)
+                    .is_some_and(|pa| pa.pstart == pstart);
+                hit.then(|| o.pas.remove(&span.lstart)).flatten()
+            });
+            match in_tree {
+                Some(pa) => {
+                    self.release_inode_pa(&pa);
+                }
+                // Released by another thread while we waited for the owner's lock (which
+                // unregistered it); drop the entry in case it is still there.
+                None => self
+                    .lock_group(&self.groups[g as usize])
+                    .inode_pas
+                    .retain(|p| p != span),
             }
+            drop(o);
+            drop(arc);
+            self.owners.forget_if_empty(span.owner);
         }
     }
 
@@ -268,6 +305,7 @@ impl Allocator {
         let (g, off) = self.geo.locate(pa.pstart);
         let grp = &self.groups[g as usize];
         let mut st = self.lock_group(grp);
+        st.unregister_pa(off);
         let pending = st.pending.clone();
         let Some(l) = st.loaded.as_mut() else {
             return 0;

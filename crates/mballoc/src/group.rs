@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
@@ -15,6 +16,25 @@ pub struct PendingFree {
     pub tid: u64,
     pub start: u32,
     pub len: u32,
+}
+
+/// A live inode preallocation in this group, as the group knows it (`bb_prealloc_list`): where
+/// it lies and whose it is. A free of blocks it handed out finds it here, whichever owner the
+/// caller names, so that the PA is retired before those blocks can be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PaSpan {
+    /// First cluster, in the group.
+    pub start: u32,
+    pub len: u32,
+    pub owner: u64,
+    /// The PA's logical start: its key in the owner's tree.
+    pub lstart: u32,
+}
+
+impl PaSpan {
+    pub fn overlaps(&self, start: u32, len: u32) -> bool {
+        self.start < start + len && start < self.start + self.len
+    }
 }
 
 /// The part of a group that exists only once its bitmap was read.
@@ -44,6 +64,8 @@ pub struct GroupState {
     /// the last claim or reset. Kept with the orders above so that a move reads where the
     /// group's index entries are from the state the lock guards, like an order move.
     pub class_index: SizeClass,
+    /// The group's live inode preallocations (see [`PaSpan`]).
+    pub inode_pas: Vec<PaSpan>,
 }
 
 /// [`Group::class_home`] of a class-less group.
@@ -85,6 +107,7 @@ impl Group {
                 largest_order: -1,
                 avg_order: -1,
                 class_index: SizeClass::None,
+                inode_pas: Vec::new(),
             }),
             free: AtomicU32::new(desc_free),
             fragments: AtomicU32::new(0),
@@ -120,6 +143,27 @@ pub struct IndexChange {
 }
 
 impl GroupState {
+    /// Forgets the registered PA that starts at `start` (retired or used up).
+    pub fn unregister_pa(&mut self, start: u32) {
+        if let Some(i) = self.inode_pas.iter().position(|p| p.start == start) {
+            self.inode_pas.swap_remove(i);
+        }
+    }
+
+    #[inline]
+    pub fn has_pa_overlapping(&self, start: u32, len: u32) -> bool {
+        self.inode_pas.iter().any(|p| p.overlaps(start, len))
+    }
+
+    /// The registered PAs overlapping `[start, start + len)`.
+    pub fn pas_overlapping(&self, start: u32, len: u32) -> SmallVec<[PaSpan; 2]> {
+        self.inode_pas
+            .iter()
+            .filter(|p| p.overlaps(start, len))
+            .copied()
+            .collect()
+    }
+
     /// Publishes the buddy's summary to the lock-free fields and returns the index moves the
     /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
     pub fn publish(&mut self, g: &Group, optimize_scan: bool, num_orders: usize) -> IndexChange {
@@ -149,5 +193,14 @@ impl GroupState {
             new_avg: self.avg_order,
             free,
         }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// Groups sit in one array of 131,072 on a 16 TiB filesystem: one 128-byte block each.
+    #[test]
+    fn a_group_is_one_cache_line_pair() {
+        assert_eq!(std::mem::size_of::<super::Group>(), 128);
     }
 }

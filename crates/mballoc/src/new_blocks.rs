@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::group::{Group, GroupState};
+use crate::group::{Group, GroupState, PaSpan};
 use crate::normalize::{group_or_file, normalize};
 use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
@@ -172,11 +172,15 @@ impl Allocator {
             }
             return Err(self.no_space(ctx.req.len));
         }
-        let mut new_pa = None;
+        let (mut new_pa, mut register) = (None, None);
         if ctx.o_ex.len < ctx.b_ex.len {
             new_pa = match (ctx.flags.contains(Flags::HINT_GROUP_ALLOC), lg, owner) {
                 (true, Some(lg), _) => Some(self.new_group_pa(ctx, lg)),
-                (false, _, Some(owner)) => Some(self.new_inode_pa(ctx, owner)),
+                (false, _, Some(owner)) => {
+                    let (created, span) = self.new_inode_pa(ctx, owner);
+                    register = span;
+                    Some(created)
+                }
                 _ => {
                     // Cannot happen (surplus needs normalisation), but never leak blocks.
                     let surplus = Ex {
@@ -190,7 +194,7 @@ impl Allocator {
                 }
             };
         }
-        self.mark_diskspace_used(ctx.b_ex)?;
+        self.mark_diskspace_used(ctx.b_ex, register)?;
         if ctx.b_ex.len == ctx.orig_goal_len {
             ctx.stats.bump(|c| &c.len_goal_hits);
         }
@@ -263,7 +267,8 @@ impl Allocator {
                     len: n,
                     logical: l,
                 };
-                if self.mark_pa_blocks_used(ex)? {
+                let used_up = (pa.free <= n).then(|| self.geo.locate(pa.pstart).1);
+                if self.mark_pa_blocks_used(ex, used_up)? {
                     let entry = owner
                         .pas
                         .get_mut(&pa.lstart)
@@ -302,7 +307,7 @@ impl Allocator {
                 ctx.b_ex = ex;
                 ctx.f_ex = ex;
                 ctx.status = Status::Found;
-                self.mark_diskspace_used(ex)?;
+                self.mark_diskspace_used(ex, None)?;
                 pa.pstart += u64::from(ex.len);
                 pa.len -= ex.len;
                 if pa.len > 0 {
@@ -334,7 +339,7 @@ impl Allocator {
     }
 
     /// `ext4_mb_new_inode_pa`: keep the surplus of a normalised allocation for the owner.
-    fn new_inode_pa(&self, ctx: &mut Ctx, owner: &mut OwnerPas) -> NewPa {
+    fn new_inode_pa(&self, ctx: &mut Ctx, owner: &mut OwnerPas) -> (NewPa, Option<PaSpan>) {
         if ctx.b_ex.len < ctx.orig_goal_len {
             // Place the shorter extent inside the original window, covering the request:
             // right-aligned, else left-aligned, else at the request.
@@ -375,10 +380,16 @@ impl Allocator {
             logical: l,
         };
         pa.free -= ctx.b_ex.len;
-        if pa.free > 0 {
+        let span = (pa.free > 0).then(|| {
             owner.pas.insert(pa.lstart, pa);
-        }
-        created
+            PaSpan {
+                start: self.geo.locate(pa.pstart).1,
+                len: pa.len,
+                owner: ctx.req.owner,
+                lstart: pa.lstart,
+            }
+        });
+        (created, span)
     }
 
     /// `ext4_mb_new_group_pa`: keep the surplus for the CPU's locality group.
@@ -407,7 +418,7 @@ impl Allocator {
     /// `ext4_mb_mark_diskspace_used` for the blocks of an inode PA, if they are all still
     /// clear on disk (one lock hold for the check and the marking); `false`, with nothing
     /// changed, if the owner was given some of them already.
-    fn mark_pa_blocks_used(&self, ex: Ex) -> Result<bool, Error> {
+    fn mark_pa_blocks_used(&self, ex: Ex, used_up: Option<u32>) -> Result<bool, Error> {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
         let clear = st
@@ -416,6 +427,9 @@ impl Allocator {
             .is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len));
         if clear {
             self.mark_locked(grp, &mut st, ex)?;
+            if let Some(start) = used_up {
+                st.unregister_pa(start);
+            }
         }
         drop(st);
         if clear {
@@ -424,10 +438,14 @@ impl Allocator {
         Ok(clear)
     }
 
-    /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk.
-    fn mark_diskspace_used(&self, ex: Ex) -> Result<(), Error> {
+    /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk; a new inode
+    /// PA they were carved from joins the group's list in the same lock hold.
+    fn mark_diskspace_used(&self, ex: Ex, register: Option<PaSpan>) -> Result<(), Error> {
         let grp = &self.groups[ex.group as usize];
-        self.mark_locked(grp, &mut grp.lock.lock(), ex)?;
+        let mut st = grp.lock.lock();
+        self.mark_locked(grp, &mut st, ex)?;
+        st.inode_pas.extend(register);
+        drop(st);
         self.free_blocks.add(-i64::from(ex.len));
         Ok(())
     }

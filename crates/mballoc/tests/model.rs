@@ -48,9 +48,12 @@ enum Op {
         cpu: u32,
         goal: u64,
     },
+    /// A free, by the owner that was given the blocks, or (`as_owner`) by another: a caller's
+    /// bug the allocator cannot see, which must still hand no block out twice.
     Free {
         pick: usize,
         trim: u32,
+        as_owner: Option<u64>,
     },
     Commit,
     Discard {
@@ -159,7 +162,7 @@ fn wild() -> impl Strategy<Value = Request> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (1u64..12, 0u32..4000, 1u32..3000, 0u8..4, 0u32..2, 0u64..261_000).prop_map(|(owner, logical, len, kind, cpu, goal)| Op::Alloc { owner, logical, len, kind, cpu, goal }),
-        3 => (any::<usize>(), 0u32..8).prop_map(|(pick, trim)| Op::Free { pick, trim }),
+        3 => (any::<usize>(), 0u32..8, prop::option::weighted(0.25, 1u64..12)).prop_map(|(pick, trim, as_owner)| Op::Free { pick, trim, as_owner }),
         1 => Just(Op::Commit),
         1 => (1u64..12).prop_map(|owner| Op::Discard { owner }),
         1 => any::<usize>().prop_map(|pick| Op::DoubleFree { pick }),
@@ -256,7 +259,11 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     m.live.push((req.owner, e));
                 }
             }
-            Op::Free { pick, trim } => {
+            Op::Free {
+                pick,
+                trim,
+                as_owner,
+            } => {
                 if m.live.is_empty() {
                     continue;
                 }
@@ -267,7 +274,7 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     e = Extent::new(e.start + u64::from(e.len - trim), trim);
                     m.live.push((owner, head));
                 }
-                a.free(owner, e)
+                a.free(as_owner.unwrap_or(owner), e)
                     .map_err(|err| TestCaseError::fail(err.to_string()))?;
                 for b in e.start..e.end() {
                     m.blocks[b as usize] = B::Pending;
@@ -470,6 +477,42 @@ fn bad_input_is_a_clear_error() {
     assert!(a.allocate(&Request::new(2, 0, 8)).is_ok());
 }
 
+/// A free that names the wrong owner still retires the preallocation that handed the blocks
+/// out: asking again for the same logical block must not be served from that PA (its block
+/// waits for a commit, and after the commit may be someone else's).
+#[test]
+fn a_free_naming_the_wrong_owner_retires_the_pa() {
+    for p in Policy::ALL {
+        let geo = Geometry::ext4_default(1 << 30).unwrap();
+        let a = Allocator::builder(geo)
+            .tunables(p.tunables(&geo, 1))
+            .build()
+            .unwrap();
+        let got = a.allocate(&request(2, 0, 38, 1, 0, 0)).unwrap().extent;
+        assert_eq!(
+            a.preallocations(),
+            vec![(2, 1)],
+            "{p:?}: no inode PA to test"
+        );
+        a.free(3, got).unwrap();
+        assert!(
+            a.preallocations().is_empty(),
+            "{p:?}: the PA outlived the free"
+        );
+        a.commit().unwrap();
+        let again = a.allocate(&request(2, 0, 38, 1, 0, 0)).unwrap().extent;
+        let back = a
+            .allocate(&request(4, 0, 38, 2, 0, got.start))
+            .unwrap()
+            .extent;
+        assert!(
+            again.end() <= back.start || back.end() <= again.start,
+            "{p:?}: {again:?} and {back:?} overlap"
+        );
+        a.check_consistency().unwrap();
+    }
+}
+
 /// Freed blocks are not reused before the commit that follows the free.
 #[test]
 fn no_reuse_before_commit() {
@@ -531,12 +574,16 @@ fn threads_on_lazy_groups_with_a_small_cache() {
 /// group preallocations and commits. Refusals, the ENOSPC retry (which takes other requests'
 /// preallocations with try-locks) and discards race each other. No block may be handed out
 /// twice; once everything is freed, committed and discarded, every block must be allocatable
-/// again (a preallocation lost by a race would keep its blocks for good).
+/// again (a preallocation lost by a race would keep its blocks for good). Eight rounds: the
+/// race it found (`discard_preallocations` releasing after the owner's lock) lost blocks in
+/// about one policy run in a hundred, so that eight rounds fail about one time in two.
 #[test]
 fn threads_on_a_full_filesystem() {
-    for p in Policy::ALL {
-        for optimize in [false, true] {
-            full_filesystem_under(p, optimize);
+    for _ in 0..8 {
+        for p in Policy::ALL {
+            for optimize in [false, true] {
+                full_filesystem_under(p, optimize);
+            }
         }
     }
 }
@@ -571,7 +618,10 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
                         Ok(x) => {
                             for b in x.extent.start..x.extent.end() {
                                 let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
-                                assert_eq!(prev, 0, "{policy:?}: block {b} to {th}, held by {prev}");
+                                assert_eq!(
+                                    prev, 0,
+                                    "{policy:?}: block {b} to {th}, held by {prev}"
+                                );
                             }
                             live.push((owner, x.extent));
                         }
@@ -608,7 +658,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 a.discard_preallocations(1 + (i % 4) * 100 + i % 5);
-                if i % 7 == 0 {
+                if i.is_multiple_of(7) {
                     a.discard_group_preallocations();
                     a.commit().unwrap();
                 }
