@@ -90,13 +90,18 @@ fn run_child(path: &Path, delay: Duration) -> Progress {
     let stdout = child.stdout.take().unwrap();
     let reader = thread::spawn(move || {
         let mut p = Progress::default();
+        // Anywhere in a line: with one test thread libtest prints "test child_process_entry
+        // ... " before the test runs and without a newline, so the first "begin" shares its
+        // line (read as the line's first word, it was lost: a kill between the first begin and
+        // the first ok then found one commit more than announced).
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let mut words = line.split_whitespace();
-            let (what, n) = (words.next(), words.next().and_then(|n| n.parse().ok()));
-            match what {
-                Some("begin") => p.begun = n,
-                Some("ok") => p.done = n,
-                _ => {}
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for w in words.windows(2) {
+                match (w[0], w[1].parse().ok()) {
+                    ("begin", Some(n)) => p.begun = Some(n),
+                    ("ok", Some(n)) => p.done = Some(n),
+                    _ => {}
+                }
             }
         }
         p
