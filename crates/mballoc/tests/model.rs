@@ -616,13 +616,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
                     let req = request(owner, (i % 40) * 700, len, (i % 4) as u8, th as u32, goal);
                     match a.allocate(&req) {
                         Ok(x) => {
-                            for b in x.extent.start..x.extent.end() {
-                                let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
-                                assert_eq!(
-                                    prev, 0,
-                                    "{policy:?}: block {b} to {th}, held by {prev}"
-                                );
-                            }
+                            claim(&owners, x.extent, th, policy);
                             live.push((owner, x.extent));
                         }
                         Err(Error::NoSpace { .. }) => {
@@ -634,9 +628,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
                                 if k % 3 == 0 {
                                     return true;
                                 }
-                                for b in e.start..e.end() {
-                                    owners[b as usize].store(0, Ordering::SeqCst);
-                                }
+                                release(&owners, e);
                                 a.free(o, e).unwrap();
                                 false
                             });
@@ -698,6 +690,24 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
     assert_eq!(got, free, "{policy:?} optimize {optimize}: blocks lost");
 }
 
+/// Marks `e` held by thread `th` in the ownership array: no block of it may be held already.
+fn claim(owners: &[AtomicU8], e: Extent, th: u64, policy: Policy) {
+    for b in e.start..e.end() {
+        let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
+        assert_eq!(
+            prev, 0,
+            "{policy:?}: block {b} handed to thread {th} while held by {prev}"
+        );
+    }
+}
+
+/// Marks `e` held by nobody, before it is freed.
+fn release(owners: &[AtomicU8], e: Extent) {
+    for b in e.start..e.end() {
+        owners[b as usize].store(0, Ordering::SeqCst);
+    }
+}
+
 /// Four threads allocating and freeing against an ownership array (a fifth writing tunables
 /// when `tune`), on groups loaded lazily into a cache of `cache` when given. Returns the
 /// allocator and who holds each block at the end.
@@ -749,21 +759,13 @@ fn threads_under(
                         req = req.with_goal(g * u64::from(bpg) + u64::from(i % 7) * 1000);
                     }
                     if let Ok(x) = a.allocate(&req) {
-                        for b in x.extent.start..x.extent.end() {
-                            let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
-                            assert_eq!(
-                                prev, 0,
-                                "block {b} handed to thread {th} while held by {prev}"
-                            );
-                        }
+                        claim(&owners, x.extent, th, policy);
                         live.push((owner, x.extent));
                     }
                     if i % 3 == 0 && !live.is_empty() {
                         let (o, e): (u64, Extent) =
                             live.swap_remove((i as usize * 13) % live.len());
-                        for b in e.start..e.end() {
-                            owners[b as usize].store(0, Ordering::SeqCst);
-                        }
+                        release(&owners, e);
                         a.free(o, e).unwrap();
                     }
                     if i % commit_every == 0 {
