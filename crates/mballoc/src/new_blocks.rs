@@ -417,7 +417,8 @@ impl Allocator {
 
     /// `ext4_mb_mark_diskspace_used` for the blocks of an inode PA, if they are all still
     /// clear on disk (one lock hold for the check and the marking); `false`, with nothing
-    /// changed, if the owner was given some of them already.
+    /// changed, if the owner was given some of them already. `used_up`: the PA's start in the
+    /// group when this use empties it, so that it leaves the group's list in the same hold.
     fn mark_pa_blocks_used(&self, ex: Ex, used_up: Option<u32>) -> Result<bool, Error> {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
