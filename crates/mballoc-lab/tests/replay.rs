@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use mballoc_lab::case::Case;
+use mballoc_lab::case::{AllocRecord, Case, Record};
 use mballoc_lab::replay::{replay_case, replay_paths};
 
 /// The captures stored in the repository (`kernel-cases/`): always there, so never skipped.
@@ -20,7 +20,11 @@ fn every_public_case_matches_the_kernel_exactly() {
         return;
     };
     let rep = replay_paths(&[dir]).unwrap();
-    assert_eq!(rep.cases.len(), 10, "all ten public cases");
+    assert_eq!(
+        rep.cases.len(),
+        14,
+        "the ten public cases and the four nearly-full ones"
+    );
     for c in &rep.cases {
         assert_eq!(
             c.matched,
@@ -38,6 +42,26 @@ fn every_public_case_matches_the_kernel_exactly() {
         assert_eq!(c.final_diff_blocks, 0, "{}: final free space", c.name);
     }
     assert_eq!(rep.agreement, 1.0);
+}
+
+/// The stored cases reach every criterion of the kernel's scan, so the replay above checks
+/// each one against the kernel, not only the cheap ones (the ten public cases never reach
+/// CR_BEST_AVAIL_LEN or CR_ANY_FREE; the `full-*` cases were captured for them).
+#[test]
+fn the_cases_reach_every_criterion() {
+    let Some(dir) = traces() else { return };
+    let mut found = [0u32; 5];
+    for path in mballoc_lab::case::find_cases(&[dir]).unwrap() {
+        for r in Case::load(&path).unwrap().records {
+            if let Record::Alloc(AllocRecord { cr: Some(cr), .. }) = r {
+                found[usize::from(cr)] += 1;
+            }
+        }
+    }
+    assert!(
+        found.iter().all(|&n| n >= 10),
+        "allocations per criterion: {found:?}"
+    );
 }
 
 /// The comparison can fail: the same case under the wrong configuration diverges.

@@ -427,8 +427,11 @@ impl Allocator {
 
     /// `ext4_mb_scan_groups_best_avail`: trim the goal length by up to
     /// `mb_best_avail_max_trim_order` orders (never below the original request), one
-    /// average-fragment order per length. The wrap-around pass recomputes its range from the
-    /// already-trimmed length, as the kernel does.
+    /// average-fragment order per length. The range of lengths is computed once: the kernel's
+    /// `wrap_around` label comes after it, so the pass over the groups before the goal tries
+    /// the same lengths again, from the longest (a kernel capture of a nearly full,
+    /// fragmented filesystem showed it: recomputed from the trimmed length, the second pass
+    /// trimmed further and found extents the kernel never considered).
     fn scan_best_avail(
         &self,
         ctx: &mut Ctx,
@@ -438,18 +441,18 @@ impl Allocator {
     ) -> Result<(), Error> {
         let num_orders = self.geo.num_orders() as i64;
         let stripe = i64::from(ctx.tun.stripe);
+        let mut order = i64::from(fls(ctx.g_ex.len)) - 1;
+        if order - 1 > num_orders {
+            order = num_orders;
+        }
+        let mut min_order = (order - i64::from(ctx.tun.mb_best_avail_max_trim_order)).max(0);
+        if stripe > 0 && (1i64 << min_order) < stripe {
+            min_order = i64::from(fls(stripe as u32)) - 1;
+        }
+        if (1i64 << min_order.min(62)) < i64::from(ctx.o_ex.len) {
+            min_order = i64::from(fls(ctx.o_ex.len));
+        }
         for (s, e) in two_passes(start, end) {
-            let mut order = i64::from(fls(ctx.g_ex.len)) - 1;
-            if order - 1 > num_orders {
-                order = num_orders;
-            }
-            let mut min_order = (order - i64::from(ctx.tun.mb_best_avail_max_trim_order)).max(0);
-            if stripe > 0 && (1i64 << min_order) < stripe {
-                min_order = i64::from(fls(stripe as u32)) - 1;
-            }
-            if (1i64 << min_order.min(62)) < i64::from(ctx.o_ex.len) {
-                min_order = i64::from(fls(ctx.o_ex.len));
-            }
             let mut i = order;
             while i >= min_order {
                 let mut len = 1i64 << i.min(31);
@@ -818,5 +821,60 @@ mod tests {
         let cr = huge.stats().cr;
         assert_eq!(cr[1][1], 6 * GROUPS, "{cr:?}");
         assert_eq!(cr[3][0], 6, "{cr:?}");
+    }
+
+    /// CR_BEST_AVAIL_LEN's pass over the groups before the goal tries the lengths of the
+    /// first pass again (`ext4_mb_scan_groups_best_avail`: its `wrap_around` label follows
+    /// the order range). Group 2, before the stream goal, is free only in 40-block runs;
+    /// group 13, the goal, in 8-block runs. The 512-block goal (a 2 MiB normalised window)
+    /// may be trimmed to 64 at the least, which neither group's average run reaches, so the
+    /// search ends at CR_GOAL_LEN_SLOW with the goal length restored. Recomputing the range
+    /// from the trimmed 64 would trim on to 32 and take group 2 at CR_BEST_AVAIL_LEN (what a
+    /// kernel capture of a nearly full filesystem caught).
+    #[test]
+    fn best_avail_wraps_around_with_the_same_lengths() {
+        let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 8).unwrap();
+        let runs = |g: u64, run: u64, n: u64| -> Vec<(u64, u64)> {
+            (0..n)
+                .map(|i| (g * u64::from(BPG) + i * (run + 1), run))
+                .collect()
+        };
+        let mut used = Vec::new();
+        let mut at = 0;
+        for (s, n) in runs(13, 8, 300) {
+            used.push((at, s - at));
+            at = s + n;
+        }
+        used.push((at, geo.blocks_count() - at));
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.mb_optimize_scan = true;
+        t.mb_max_linear_groups = 0;
+        let a = Allocator::builder(geo)
+            .used(&used)
+            .tunables(t)
+            .cpus(2)
+            .build()
+            .unwrap();
+        // A first stream request finds group 13, the only one with room, and leaves the
+        // stream goal of its slot (owners 9 and 11 share it: two goals) there.
+        let file = |owner: u64| Request::new(owner, 0, 1).with_i_size(4 << 20);
+        let first = a.allocate(&file(9)).unwrap();
+        assert_eq!(first.found.group, 13, "{first:?}");
+        // Then group 2 gets its 40-block runs.
+        for (s, n) in runs(2, 40, 20) {
+            a.free(
+                0,
+                Extent {
+                    start: s,
+                    len: n as u32,
+                },
+            )
+            .unwrap();
+        }
+        a.commit().unwrap();
+        let got = a.allocate(&file(11)).unwrap();
+        assert_eq!(got.criterion, crate::Criterion::GoalLenSlow, "{got:?}");
+        assert_eq!(got.goal.len, 512, "the goal length is restored: {got:?}");
+        assert_eq!(got.found.group, 13, "{got:?}");
     }
 }
