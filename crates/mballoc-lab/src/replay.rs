@@ -116,6 +116,10 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         t.set(name, &value.to_string(), &geo).map_err(setup)?;
     }
     t.mb_optimize_scan = case.meta.optimize_scan;
+    // The RAID stripe is not in sysfs: take it from the options the kernel reported.
+    if let Some(stripe) = case.meta.mount_option("stripe") {
+        t.set("stripe", stripe, &geo).map_err(setup)?;
+    }
     Allocator::builder(geo)
         .used(&init.used_ranges())
         .tunables(t)

@@ -22,6 +22,10 @@ pub struct Meta {
     pub mkfs_version: Option<String>,
     /// What was asked at mount; `(defaults)` = nothing.
     pub mount_opts: Option<String>,
+    /// The filesystem's options as the kernel ran them (`/proc/fs/ext4/<dev>/options`, one
+    /// `name` or `name=value` each); absent in older captures.
+    #[serde(default)]
+    pub proc_options: Vec<String>,
     /// `mb_optimize_scan` as the kernel ran it (the file stores 0/1).
     #[serde(deserialize_with = "bool_or_int")]
     pub optimize_scan: bool,
@@ -33,6 +37,15 @@ pub struct Meta {
     /// Workload name and parameters, as written.
     pub workload: Option<Value>,
     pub aging: Option<Value>,
+}
+
+impl Meta {
+    /// The value of mount option `name` as the kernel ran it (`stripe=16` → `"16"`).
+    pub fn mount_option(&self, name: &str) -> Option<&str> {
+        self.proc_options
+            .iter()
+            .find_map(|o| o.strip_prefix(name)?.strip_prefix('='))
+    }
 }
 
 /// `meta.json` → `geometry`: mostly a copy of `initial_state.json`, plus the journal size.
