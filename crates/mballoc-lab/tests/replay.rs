@@ -22,8 +22,8 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
-        17,
-        "the ten public cases and the seven of kernel-cases/cases-extra.json"
+        19,
+        "the ten public cases and the nine of session 12 (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
@@ -90,6 +90,14 @@ fn a_wrong_configuration_is_caught() {
     assert!(
         rep.matched < rep.allocs,
         "without the stripe=16 mount option the stripe-aligned search is not taken"
+    );
+    let mut case = Case::load(dir.join("tuned-1g-falloc")).unwrap();
+    case.meta.mballoc_tunables.insert("mb_max_to_scan".into(), 200);
+    case.meta.mballoc_tunables.insert("mb_min_to_scan".into(), 10);
+    let rep = replay_case(&case).unwrap();
+    assert!(
+        rep.matched < rep.allocs,
+        "the default scan limits measure other extents than the captured ones"
     );
 }
 
