@@ -366,43 +366,106 @@ impl Allocator {
         self.publish(grp, st);
     }
 
-    /// The ENOSPC path (`ext4_mb_discard_preallocations`): release every preallocation not in
-    /// use by another request — the caller's own ones included. Returns the blocks freed.
-    pub(crate) fn discard_all_preallocations(
+    /// The ENOSPC path (`ext4_mb_discard_preallocations`): groups in order from group 0, each
+    /// group's preallocations all released (`ext4_mb_discard_group_preallocations`), until
+    /// `needed` clusters are freed (0: more than a group holds, so every group). A PA whose
+    /// owner or locality group another request holds is in use and passed over; while any
+    /// was and too little was freed, up to three passes. The requester's own PAs (`owner`,
+    /// `lg`: their locks are the caller's) are released like the others. Returns the
+    /// clusters freed.
+    ///
+    /// Group by group, not all at once: a kernel capture of a filesystem run out of space
+    /// showed the retry find the blocks of group 0's PAs while later groups kept theirs.
+    pub(crate) fn discard_preallocations_for(
         &self,
-        owner: Option<&mut OwnerPas>,
-        lg: Option<&mut LocalityGroup>,
+        needed: u32,
+        mut owner: Option<(u64, &mut OwnerPas)>,
+        mut lg: Option<(usize, &mut LocalityGroup)>,
+    ) -> u64 {
+        let mut needed = if needed == 0 {
+            i64::from(self.geo.blocks_per_group()) + 1
+        } else {
+            i64::from(needed)
+        };
+        let mut freed = 0;
+        for _ in 0..3 {
+            let mut busy = false;
+            for g in 0..self.geo.group_count() {
+                if needed <= 0 {
+                    break;
+                }
+                let n = self.discard_group_pas(g, &mut owner, &mut lg, &mut busy);
+                freed += n;
+                needed -= n as i64;
+            }
+            if needed <= 0 || !busy {
+                break;
+            }
+        }
+        freed
+    }
+
+    /// Every preallocation of group `g` not in use elsewhere, released; `busy` set if one
+    /// was in use. Returns the clusters freed.
+    fn discard_group_pas(
+        &self,
+        g: u32,
+        owner: &mut Option<(u64, &mut OwnerPas)>,
+        lg: &mut Option<(usize, &mut LocalityGroup)>,
+        busy: &mut bool,
     ) -> u64 {
         let mut freed = 0;
-        if let Some(o) = owner {
-            freed += std::mem::take(&mut o.pas)
-                .values()
-                .map(|pa| self.release_inode_pa(pa))
-                .sum::<u64>();
+        let spans = self.lock_group(&self.groups[g as usize]).inode_pas.clone();
+        for span in &spans {
+            let pstart = self.geo.block_of(g, span.start);
+            let take = |o: &mut OwnerPas| -> Option<InodePa> {
+                let hit = o
+                    .pas
+                    .get(&span.lstart)
+                    .is_some_and(|pa| pa.pstart == pstart);
+                hit.then(|| o.pas.remove(&span.lstart)).flatten()
+            };
+            let pa = match owner {
+                Some((id, o)) if *id == span.owner => take(o),
+                _ => {
+                    let Some(arc) = self.owners.get(span.owner) else {
+                        continue;
+                    };
+                    let Some(mut o) = arc.try_lock() else {
+                        *busy = true;
+                        continue;
+                    };
+                    let pa = take(&mut o);
+                    if let Some(pa) = &pa {
+                        // Released under the owner's lock, as `discard_preallocations` does.
+                        freed += self.release_inode_pa(pa);
+                    }
+                    drop(o);
+                    drop(arc);
+                    self.owners.forget_if_empty(span.owner);
+                    continue;
+                }
+            };
+            if let Some(pa) = pa {
+                freed += self.release_inode_pa(&pa);
+            }
         }
-        if let Some(lg) = lg {
-            freed += lg
-                .take_all()
+        let in_g = |pa: &GroupPa| self.geo.locate(pa.pstart).0 == g;
+        for (i, mutex) in self.lgs.iter().enumerate() {
+            let taken = match lg {
+                Some((mine, l)) if *mine == i => l.take_where(in_g),
+                _ => match mutex.try_lock() {
+                    Some(mut l) => l.take_where(in_g),
+                    None => {
+                        *busy = true;
+                        continue;
+                    }
+                },
+            };
+            freed += taken
                 .iter()
                 .map(|pa| self.release_group_pa(pa))
                 .sum::<u64>();
-        }
-        for (_, arc) in self.owners.all() {
-            if let Some(mut o) = arc.try_lock() {
-                freed += std::mem::take(&mut o.pas)
-                    .values()
-                    .map(|pa| self.release_inode_pa(pa))
-                    .sum::<u64>();
-            }
-        }
-        for lg in self.lgs.iter() {
-            if let Some(mut lg) = lg.try_lock() {
-                freed += lg
-                    .take_all()
-                    .iter()
-                    .map(|pa| self.release_group_pa(pa))
-                    .sum::<u64>();
-            }
         }
         freed
     }

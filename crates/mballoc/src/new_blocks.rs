@@ -232,6 +232,7 @@ impl Allocator {
             } else {
                 Criterion::Power2Aligned
             },
+            after_all_passes: source == Source::Scan && ctx.cr_done,
             groups_scanned: ctx.groups_scanned,
             extents_scanned: ctx.found,
             flags: ctx.flags,
@@ -492,7 +493,12 @@ impl Allocator {
         lg: Option<&mut LocalityGroup>,
         seq: &mut u64,
     ) -> bool {
-        let freed = self.discard_all_preallocations(owner, lg);
+        // ext4_mb_discard_preallocations_should_retry: as many clusters as the request.
+        let freed = self.discard_preallocations_for(
+            ctx.o_ex.len,
+            owner.map(|o| (ctx.req.owner, o)),
+            lg.map(|l| ((ctx.req.cpu % self.cpus) as usize, l)),
+        );
         if freed > 0 {
             return true;
         }

@@ -223,6 +223,20 @@ impl LocalityGroup {
     pub fn take_all(&mut self) -> Vec<GroupPa> {
         self.lists.iter_mut().flat_map(std::mem::take).collect()
     }
+    /// Takes out the PAs `pick` chooses, keeping the others in their order.
+    pub fn take_where(&mut self, mut pick: impl FnMut(&GroupPa) -> bool) -> Vec<GroupPa> {
+        let mut out = Vec::new();
+        for list in &mut self.lists {
+            list.retain(|pa| {
+                let take = pick(pa);
+                if take {
+                    out.push(*pa);
+                }
+                !take
+            });
+        }
+        out
+    }
 }
 
 #[cfg(test)]

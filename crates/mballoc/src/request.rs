@@ -267,6 +267,11 @@ pub struct Allocation {
     pub found: GroupExtent,
     /// Criterion at which the search ended (`CR_POWER2_ALIGNED` for a goal hit).
     pub criterion: Criterion,
+    /// Every criterion's pass ended without an extent of the goal length, and the best one
+    /// seen was taken after them (`ext4_mb_try_best_found` with `ac_criteria` at
+    /// `EXT4_MB_NUM_CRS`: the kernel's tracepoint then reports criterion 5). `criterion` is
+    /// CR_ANY_FREE.
+    pub after_all_passes: bool,
     /// Groups whose buddy was scanned (`ac_groups_scanned`).
     pub groups_scanned: u32,
     /// Free extents measured (`ac_found`).

@@ -426,6 +426,43 @@ fn fills_to_the_last_block() {
     a.check_consistency().unwrap();
 }
 
+/// Out of space, the retry releases preallocations group by group from group 0 until it has
+/// as many clusters as the request asked for (`ext4_mb_discard_preallocations`), not every
+/// PA at once: a PA in a later group survives a small request's retry (found by a kernel
+/// capture of a filesystem run out of space, `kernel-cases/enospc-1g-run`).
+#[test]
+fn enospc_discards_preallocations_group_by_group() {
+    let geo = Geometry::new(4096, 32768, 4 * 32768, 0, 16).unwrap();
+    // Group 1 has room for one 512-block PA, group 3 for more.
+    let free = [(32768 + 1024u64, 512u64), (3 * 32768 + 5120, 2000)];
+    let mut used = Vec::new();
+    let mut at = 0;
+    for &(s, n) in &free {
+        used.push((at, s - at));
+        at = s + n;
+    }
+    used.push((at, geo.blocks_count() - at));
+    let a = Allocator::builder(geo).used(&used).cpus(2).build().unwrap();
+    // Two files, one PA each: owner 10's fills group 1's room, so owner 11's goes to group 3.
+    for (owner, group) in [(10u64, 1u32), (11, 3)] {
+        let req = Request::new(owner, 0, 16).with_i_size(4 << 20);
+        let got = a.allocate(&req).unwrap();
+        assert_eq!(got.found.group, group, "{got:?}");
+    }
+    assert_eq!(a.preallocations().len(), 2);
+    // Metadata requests (never preallocated) take the rest until one finds only PA blocks.
+    let meta = Request::new(12, 0, 1).with_flags(Flags(0));
+    while a.stats().enospc_retries == 0 {
+        a.allocate(&meta).unwrap();
+    }
+    assert_eq!(
+        a.preallocations(),
+        vec![(11, 1)],
+        "group 1's PA freed enough for one block; group 3's stays"
+    );
+    a.check_consistency().unwrap();
+}
+
 /// Bad input is an error and leaves the allocator usable.
 #[test]
 fn bad_input_is_a_clear_error() {

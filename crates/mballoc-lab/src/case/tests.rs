@@ -27,7 +27,7 @@ fn every_stored_case_loads_and_matches_its_meta() {
         // Blocks before `first_data_block` (the 1 KiB boot block) belong to no group.
         assert_eq!(
             used,
-            init.blocks_count - u64::from(init.first_data_block) - init.free_blocks_total,
+            init.blocks_count - init.first_data_block - init.free_blocks_total,
             "{}",
             case.name
         );
