@@ -33,7 +33,8 @@ pub struct CaseReport {
     pub allocs: u64,
     pub matched: u64,
     pub agreement: f64,
-    /// Requests whose normalised goal, criterion and PA also matched.
+    /// Requests whose path also matched: normalised goal, group-or-file flags, criterion,
+    /// extent found, the search's work (groups scanned, extents measured) and new PA.
     pub path_matched: u64,
     /// Frees the allocator refused (only after an earlier divergence).
     pub free_errors: u64,
@@ -325,6 +326,17 @@ fn first_path_difference(r: &AllocRecord, a: &mballoc::Allocation) -> Option<Str
                 return Some(format!(
                     "found: kernel {}/{}/{}, ours {}/{}/{}",
                     x.group, x.start, x.len, a.found.group, a.found.start, a.found.len
+                ));
+            }
+        }
+        // The work of the search: groups whose buddy was scanned and free extents measured.
+        let work = (r.groups_scanned, r.extents_scanned);
+        let ours = (a.groups_scanned, u64::from(a.extents_scanned));
+        if let (Some(g), Some(e)) = work {
+            if (g, e) != ours {
+                return Some(format!(
+                    "search work: kernel {g} groups / {e} extents, ours {} / {}",
+                    ours.0, ours.1
                 ));
             }
         }

@@ -107,6 +107,26 @@ fn a_wrong_configuration_is_caught() {
     );
 }
 
+/// The path check includes the search's work: a capture whose record says one more extent
+/// was measured than the kernel really measured fails the path, not the placement.
+#[test]
+fn the_search_work_is_compared() {
+    let Some(dir) = traces() else { return };
+    let mut case = Case::load(dir.join("full-1g-falloc")).unwrap();
+    let r = case
+        .records
+        .iter_mut()
+        .find_map(|r| match r {
+            Record::Alloc(a) if a.extents_scanned.is_some_and(|e| e > 1) => Some(a),
+            _ => None,
+        })
+        .unwrap();
+    r.extents_scanned = r.extents_scanned.map(|e| e + 1);
+    let rep = replay_case(&case).unwrap();
+    assert_eq!(rep.matched, rep.allocs);
+    assert_eq!(rep.path_matched, rep.allocs - 1);
+}
+
 /// Buddy generation against the kernel's own `mb_groups` at mount, for every group of every
 /// case (free, fragments, first free, free chunks per order).
 #[test]

@@ -210,10 +210,12 @@ pub struct AllocRecord {
     pub result_ex: Option<AllocExtent>,
     /// Criterion that found the extent (0 CR_POWER2_ALIGNED … 4 CR_ANY_FREE); scan only.
     pub cr: Option<u8>,
+    /// Groups whose buddy was scanned (`ac_groups_scanned`); `None` if the capture lacks it.
     #[serde(default)]
-    pub groups_scanned: u32,
+    pub groups_scanned: Option<u32>,
+    /// Free extents measured (`ac_found`); `None` if the capture lacks it.
     #[serde(default)]
-    pub extents_scanned: u64,
+    pub extents_scanned: Option<u64>,
     /// Allocation-context flags after group-or-file choice and normalization (low 16 bits).
     pub ac_flags: Option<u32>,
     /// Present only if the event sequence was cut.
