@@ -40,6 +40,9 @@ pub struct CaseReport {
     pub free_errors: u64,
     /// Blocks whose final on-disk state differs from the kernel's.
     pub final_diff_blocks: u64,
+    /// Operations after which the blocks handed back from preallocations differ from the
+    /// kernel's `pa_release` records (see [`ReleaseCheck`]).
+    pub release_mismatches: u64,
     pub mismatches: Vec<Mismatch>,
 }
 
@@ -160,10 +163,16 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
         path_matched: 0,
         free_errors: 0,
         final_diff_blocks: 0,
+        release_mismatches: 0,
         mismatches: Vec::new(),
     };
+    let mut releases = ReleaseCheck::default();
     for rec in &case.records {
+        if releases.settles_at(rec) && !releases.settle(&a) {
+            rep.release_mismatches += 1;
+        }
         match rec {
+            Record::PaRelease(p) => releases.kernel += p.count,
             Record::Alloc(r) => {
                 rep.allocs += 1;
                 let ours = a.allocate(&request(r));
@@ -190,9 +199,44 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             _ => {}
         }
     }
+    if !releases.settle(&a) {
+        rep.release_mismatches += 1;
+    }
     rep.agreement = ratio(rep.matched, rep.allocs);
     rep.final_diff_blocks = final_difference(case, &a);
     Ok(rep)
+}
+
+/// Blocks handed back from preallocations: the kernel's (`pa_release` records) against ours
+/// (the `discarded` counter), compared before each operation that can release some. A
+/// truncate or close (`discard_inode_pas`) releases the inode's PAs; a request that runs out
+/// of space releases PAs group by group, and its `pa_release` records follow its own. A free
+/// should release none (the kernel discards a file's PAs before truncating it).
+#[derive(Debug, Default)]
+struct ReleaseCheck {
+    /// Blocks of the `pa_release` records since the last settlement.
+    kernel: u64,
+    /// Our `discarded` counter at the last settlement.
+    ours_at: u64,
+}
+
+impl ReleaseCheck {
+    /// Whether `rec` starts an operation of its own, closing the releases of the last one.
+    fn settles_at(&self, rec: &Record) -> bool {
+        match rec {
+            Record::Alloc(_) | Record::Free(_) | Record::DiscardInodePas(_) => true,
+            Record::Commit(c) => c.phase == CommitPhase::EndCommit,
+            _ => false,
+        }
+    }
+
+    /// Compares the releases since the last settlement and starts a new count; true if equal.
+    fn settle(&mut self, a: &Allocator) -> bool {
+        let ours = a.stats().discarded;
+        let same = ours - self.ours_at == self.kernel;
+        (self.ours_at, self.kernel) = (ours, 0);
+        same
+    }
 }
 
 /// Blocks whose on-disk state after the replay (PAs dropped, as at unmount) differs from the

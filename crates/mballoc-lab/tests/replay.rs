@@ -39,6 +39,7 @@ fn every_public_case_matches_the_kernel_exactly() {
             c.name
         );
         assert_eq!(c.free_errors, 0, "{}", c.name);
+        assert_eq!(c.release_mismatches, 0, "{}: PA releases", c.name);
         assert_eq!(c.final_diff_blocks, 0, "{}: final free space", c.name);
     }
     assert_eq!(rep.agreement, 1.0);
@@ -125,6 +126,28 @@ fn the_search_work_is_compared() {
     let rep = replay_case(&case).unwrap();
     assert_eq!(rep.matched, rep.allocs);
     assert_eq!(rep.path_matched, rep.allocs - 1);
+}
+
+/// The blocks handed back from preallocations are compared operation by operation: with a
+/// close's `discard_inode_pas` record dropped, that close releases nothing here while the
+/// kernel's `pa_release` records say it did.
+#[test]
+fn pa_releases_are_compared() {
+    let Some(dir) = traces() else { return };
+    let mut case = Case::load(dir.join("full-4g-bufwrite")).unwrap();
+    // A close whose next record of substance is a PA release.
+    let at = (0..case.records.len())
+        .find(|&i| {
+            matches!(case.records[i], Record::DiscardInodePas(_))
+                && case.records[i + 1..]
+                    .iter()
+                    .find(|r| !matches!(r, Record::Context(_)))
+                    .is_some_and(|r| matches!(r, Record::PaRelease(_)))
+        })
+        .unwrap();
+    case.records.remove(at);
+    let rep = replay_case(&case).unwrap();
+    assert!(rep.release_mismatches > 0, "{rep:?}");
 }
 
 /// Buddy generation against the kernel's own `mb_groups` at mount, for every group of every

@@ -43,22 +43,32 @@ pub fn to_json(rep: &ReplayReport) -> Result<String, CliError> {
     serde_json::to_string_pretty(rep).map_err(|e| CliError::Other(e.to_string()))
 }
 
+/// `ok`, or how many operations released other PA blocks than the kernel.
+fn release_cell(mismatches: u64) -> String {
+    if mismatches == 0 {
+        "ok".into()
+    } else {
+        format!("{mismatches} diff")
+    }
+}
+
 /// One row per case, a total, then up to `show` mismatches per case.
 pub fn render(rep: &ReplayReport, show: usize) -> String {
     let mut s = format!(
-        "{:<22} {:>7} {:>7} {:>9} {:>6} {:>10}\n",
-        "case", "allocs", "matched", "agreement", "path", "final_diff"
+        "{:<22} {:>7} {:>7} {:>9} {:>6} {:>10} {:>9}\n",
+        "case", "allocs", "matched", "agreement", "path", "final_diff", "pa_release"
     );
     for c in &rep.cases {
         let _ = writeln!(
             s,
-            "{:<22} {:>7} {:>7} {:>8.2}% {:>6} {:>10}",
+            "{:<22} {:>7} {:>7} {:>8.2}% {:>6} {:>10} {:>9}",
             c.name,
             c.allocs,
             c.matched,
             100.0 * c.agreement,
             c.path_matched,
-            c.final_diff_blocks
+            c.final_diff_blocks,
+            release_cell(c.release_mismatches)
         );
     }
     let _ = writeln!(
