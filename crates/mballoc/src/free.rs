@@ -414,43 +414,58 @@ impl Allocator {
         lg: &mut Option<(usize, &mut LocalityGroup)>,
         busy: &mut bool,
     ) -> u64 {
-        let mut freed = 0;
+        self.discard_group_inode_pas(g, owner, busy) + self.discard_group_lg_pas(g, lg, busy)
+    }
+
+    /// The inode PAs of group `g` (its list), each released under its owner's lock.
+    fn discard_group_inode_pas(
+        &self,
+        g: u32,
+        owner: &mut Option<(u64, &mut OwnerPas)>,
+        busy: &mut bool,
+    ) -> u64 {
         let spans = self.lock_group(&self.groups[g as usize]).inode_pas.clone();
+        let mut freed = 0;
         for span in &spans {
             let pstart = self.geo.block_of(g, span.start);
-            let take = |o: &mut OwnerPas| -> Option<InodePa> {
-                let hit = o
-                    .pas
-                    .get(&span.lstart)
-                    .is_some_and(|pa| pa.pstart == pstart);
-                hit.then(|| o.pas.remove(&span.lstart)).flatten()
+            let release = |o: &mut OwnerPas| match o.pas.get(&span.lstart) {
+                Some(pa) if pa.pstart == pstart => {
+                    let pa = o.pas.remove(&span.lstart).expect("found above");
+                    self.release_inode_pa(&pa)
+                }
+                // Released by its owner since the list was read.
+                _ => 0,
             };
-            let pa = match owner {
-                Some((id, o)) if *id == span.owner => take(o),
+            match owner {
+                Some((id, o)) if *id == span.owner => freed += release(o),
                 _ => {
                     let Some(arc) = self.owners.get(span.owner) else {
                         continue;
                     };
-                    let Some(mut o) = arc.try_lock() else {
-                        *busy = true;
-                        continue;
-                    };
-                    let pa = take(&mut o);
-                    if let Some(pa) = &pa {
-                        // Released under the owner's lock, as `discard_preallocations` does.
-                        freed += self.release_inode_pa(pa);
+                    match arc.try_lock() {
+                        Some(mut o) => freed += release(&mut o),
+                        None => {
+                            *busy = true;
+                            continue;
+                        }
                     }
-                    drop(o);
                     drop(arc);
                     self.owners.forget_if_empty(span.owner);
-                    continue;
                 }
-            };
-            if let Some(pa) = pa {
-                freed += self.release_inode_pa(&pa);
             }
         }
+        freed
+    }
+
+    /// The locality-group PAs in group `g`, from every CPU's locality group.
+    fn discard_group_lg_pas(
+        &self,
+        g: u32,
+        lg: &mut Option<(usize, &mut LocalityGroup)>,
+        busy: &mut bool,
+    ) -> u64 {
         let in_g = |pa: &GroupPa| self.geo.locate(pa.pstart).0 == g;
+        let mut freed = 0;
         for (i, mutex) in self.lgs.iter().enumerate() {
             let taken = match lg {
                 Some((mine, l)) if *mine == i => l.take_where(in_g),
