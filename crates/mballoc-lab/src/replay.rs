@@ -168,7 +168,7 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
     };
     let mut releases = ReleaseCheck::default();
     for rec in &case.records {
-        if releases.settles_at(rec) && !releases.settle(&a) {
+        if ReleaseCheck::settles_at(rec) && !releases.settle(&a) {
             rep.release_mismatches += 1;
         }
         match rec {
@@ -222,7 +222,7 @@ struct ReleaseCheck {
 
 impl ReleaseCheck {
     /// Whether `rec` starts an operation of its own, closing the releases of the last one.
-    fn settles_at(&self, rec: &Record) -> bool {
+    fn settles_at(rec: &Record) -> bool {
         match rec {
             Record::Alloc(_) | Record::Free(_) | Record::DiscardInodePas(_) => true,
             Record::Commit(c) => c.phase == CommitPhase::EndCommit,
