@@ -134,7 +134,9 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         .map_err(setup)
 }
 
-fn request(r: &AllocRecord) -> Request {
+/// The request of record `r`; `extents`: the file is extent-mapped (on a filesystem made
+/// without the `extent` feature every file is indirect-mapped).
+fn request(r: &AllocRecord, extents: bool) -> Request {
     Request {
         owner: r.ino,
         logical: r.lblk as u32,
@@ -148,7 +150,7 @@ fn request(r: &AllocRecord) -> Request {
         i_size: r.i_size.unwrap_or(0),
         open_for_write: r.wr_open.unwrap_or(true),
         cpu: r.cpu,
-        extents: true,
+        extents,
     }
 }
 
@@ -167,6 +169,7 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
         mismatches: Vec::new(),
     };
     let mut releases = ReleaseCheck::default();
+    let extents = case.initial.features.iter().any(|f| f == "extent");
     for rec in &case.records {
         if ReleaseCheck::settles_at(rec) && !releases.settle(&a) {
             rep.release_mismatches += 1;
@@ -175,7 +178,7 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             Record::PaRelease(p) => releases.kernel += p.count,
             Record::Alloc(r) => {
                 rep.allocs += 1;
-                let ours = a.allocate(&request(r));
+                let ours = a.allocate(&request(r, extents));
                 let (ok, path_ok, m) = compare(r, &ours);
                 rep.matched += u64::from(ok);
                 rep.path_matched += u64::from(ok && path_ok);
