@@ -639,7 +639,12 @@ impl Allocator {
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
-        &self.lgs[(cpu % self.cpus) as usize]
+        &self.lgs[self.lg_index(cpu)]
+    }
+
+    /// Which locality group CPU `cpu` uses (its index in `lgs`).
+    pub(crate) fn lg_index(&self, cpu: u32) -> usize {
+        (cpu % self.cpus) as usize
     }
 
     /// Holds group `g`'s lock until the returned guard drops, as another thread working in the

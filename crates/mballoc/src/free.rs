@@ -275,14 +275,7 @@ impl Allocator {
             let pstart = self.geo.block_of(g, span.start);
             let arc = self.owners.get(span.owner);
             let mut o = arc.as_ref().map(|a| a.lock());
-            let in_tree = o.as_mut().and_then(|o| {
-                let hit = o
-                    .pas
-                    .get(&span.lstart)
-                    .is_some_and(|pa| pa.pstart == pstart);
-                hit.then(|| o.pas.remove(&span.lstart)).flatten()
-            });
-            match in_tree {
+            match o.as_mut().and_then(|o| o.take_at(span.lstart, pstart)) {
                 Some(pa) => {
                     self.release_inode_pa(&pa);
                 }
@@ -428,13 +421,10 @@ impl Allocator {
         let mut freed = 0;
         for span in &spans {
             let pstart = self.geo.block_of(g, span.start);
-            let release = |o: &mut OwnerPas| match o.pas.get(&span.lstart) {
-                Some(pa) if pa.pstart == pstart => {
-                    let pa = o.pas.remove(&span.lstart).expect("found above");
-                    self.release_inode_pa(&pa)
-                }
-                // Released by its owner since the list was read.
-                _ => 0,
+            // Nothing if its owner released it since the list was read.
+            let release = |o: &mut OwnerPas| {
+                o.take_at(span.lstart, pstart)
+                    .map_or(0, |pa| self.release_inode_pa(&pa))
             };
             match owner {
                 Some((id, o)) if *id == span.owner => freed += release(o),

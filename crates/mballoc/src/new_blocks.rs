@@ -497,7 +497,7 @@ impl Allocator {
         let freed = self.discard_preallocations_for(
             ctx.o_ex.len,
             owner.map(|o| (ctx.req.owner, o)),
-            lg.map(|l| ((ctx.req.cpu % self.cpus) as usize, l)),
+            lg.map(|l| (self.lg_index(ctx.req.cpu), l)),
         );
         if freed > 0 {
             return true;

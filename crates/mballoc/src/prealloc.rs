@@ -48,6 +48,14 @@ pub struct OwnerPas {
 }
 
 impl OwnerPas {
+    /// Takes out the PA keyed `lstart` if it still starts at `pstart`: a group's list entry
+    /// ([`crate::group::PaSpan`]) read before its owner's lock may name a PA released since.
+    pub fn take_at(&mut self, lstart: u32, pstart: u64) -> Option<InodePa> {
+        match self.pas.get(&lstart) {
+            Some(pa) if pa.pstart == pstart => self.pas.remove(&lstart),
+            _ => None,
+        }
+    }
     /// The only PA that can hold logical block `l`: the one with the greatest start ≤ `l`
     /// (the predecessor walk of `ext4_mb_use_preallocated`), if it covers `l`.
     pub fn covering(&self, l: u32) -> Option<InodePa> {
