@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::sync::Mutex;
 use crossbeam_utils::atomic::AtomicCell;
-use parking_lot::Mutex;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::Buddy;
@@ -97,7 +97,7 @@ pub struct Allocator {
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
-pub struct GroupLockHold<'a>(#[allow(dead_code)] parking_lot::MutexGuard<'a, GroupState>);
+pub struct GroupLockHold<'a>(#[allow(dead_code)] crate::sync::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
 pub struct Builder {
@@ -375,7 +375,7 @@ impl Allocator {
     fn loaded_group(
         &self,
         g: u32,
-    ) -> Result<(&Group, parking_lot::MutexGuard<'_, GroupState>), Error> {
+    ) -> Result<(&Group, crate::sync::MutexGuard<'_, GroupState>), Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,
             groups: self.geo.group_count(),

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::allocator::Allocator;
 use crate::group::GroupState;

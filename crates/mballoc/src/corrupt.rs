@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::allocator::Allocator;
 use crate::error::Error;

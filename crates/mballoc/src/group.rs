@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use smallvec::SmallVec;
 
 use crate::bitmap::Bitmap;

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering;
 
-use parking_lot::MutexGuard;
+use crate::sync::MutexGuard;
 
 use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};

@@ -1,0 +1,433 @@
+//! Model check of the allocator's lock paths with `shuttle` (randomised and PCT schedules).
+//!
+//! ```text
+//! RUSTFLAGS="--cfg shuttle" cargo test --release -p mballoc --test shuttle
+//! ```
+//!
+//! Under `--cfg shuttle` every mutex of the library is shuttle's (`src/sync.rs`), so these
+//! tests run the real `Allocator` (not a model of it) while shuttle picks, at every lock,
+//! try-lock and unlock, which thread runs next. The OS-thread stress tests in `model.rs` meet
+//! the interleavings a 2-core machine happens to produce; here each test explores hundreds of
+//! schedules chosen to reach rare orders (PCT finds any bug that needs at most `depth`
+//! ordering constraints with a known probability per run), on a filesystem of four 256-block
+//! groups, small enough that the threads fight over the same groups, owners' preallocations
+//! and locality groups and keep running out of space. What each checks:
+//!
+//! * no lock-order cycle (shuttle reports a deadlock when every thread is blocked);
+//! * no block handed to two holders (an ownership array claimed on every allocation);
+//! * nothing lost: once everything is freed, committed and discarded, the counters and
+//!   `check_consistency` agree and every free block can be allocated again.
+//!
+//! `SHUTTLE_ITERATIONS` sets the schedules per test and strategy (default 1000).
+#![cfg(shuttle)]
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
+use shuttle::thread;
+
+const BPG: u32 = 256;
+const GROUPS: u64 = 4;
+/// Blocks in use from the start (group 0's metadata, say).
+const RESERVED: u64 = 40;
+
+fn iterations() -> usize {
+    std::env::var("SHUTTLE_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
+/// Runs `f` under random schedules and under PCT schedules of depth 3.
+fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
+    let f = Arc::new(f);
+    let g = f.clone();
+    shuttle::check_random(move || g(), iterations());
+    shuttle::check_pct(move || f(), iterations(), 3);
+}
+
+fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>) -> Arc<Allocator> {
+    let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    let mut t = policy.tunables(&geo, 2);
+    t.mb_optimize_scan = optimize;
+    let mut b = Allocator::builder(geo)
+        .used(&[(0, RESERVED)])
+        .tunables(t)
+        .cpus(2);
+    if let Some(n) = lazy_cache {
+        b = b.lazy(true).cache_groups(n);
+    }
+    Arc::new(b.build().unwrap())
+}
+
+/// Who holds each block (0: nobody, else thread + 1).
+struct Holders(Vec<AtomicU8>);
+
+impl Holders {
+    fn new() -> Arc<Holders> {
+        Arc::new(Holders(
+            (0..GROUPS * u64::from(BPG))
+                .map(|_| AtomicU8::new(0))
+                .collect(),
+        ))
+    }
+    fn claim(&self, e: Extent, th: u8) {
+        for b in e.start..e.end() {
+            let prev = self.0[b as usize].swap(th + 1, Ordering::SeqCst);
+            assert_eq!(
+                prev, 0,
+                "block {b} handed to thread {th} while held by {prev}"
+            );
+        }
+    }
+    fn release(&self, e: Extent) {
+        for b in e.start..e.end() {
+            self.0[b as usize].store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Request kinds: 0 a small file (locality-group PA), 1 an open, growing file (inode PA),
+/// 2 an exact extent that leaves no PA, 3 metadata.
+fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) -> Request {
+    let len = if kind == 0 { len % 8 + 1 } else { len };
+    let r = Request::new(owner, logical, len)
+        .with_cpu(cpu)
+        .with_goal(goal);
+    match kind {
+        0 => r.with_i_size(u64::from(logical + len) * 4096),
+        1 => r.with_i_size(u64::from(logical + len) * 4096 + 12_345),
+        2 => r.with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC),
+        _ => r.with_flags(Flags(0)),
+    }
+}
+
+/// Frees, commits and discards everything, then checks that nothing was lost: the counters,
+/// the buddies against their bitmaps, and every free block allocatable again.
+fn drain(a: &Allocator, live: Vec<(u64, Extent)>, owners: impl Iterator<Item = u64>) {
+    for (o, e) in live {
+        a.free(o, e).unwrap();
+    }
+    a.commit().unwrap();
+    for o in owners {
+        a.discard_preallocations(o);
+    }
+    a.discard_group_preallocations();
+    a.check_consistency().unwrap();
+    let free = GROUPS * u64::from(BPG) - RESERVED;
+    assert_eq!(a.free_blocks(), free);
+    assert_eq!(a.pending_blocks(), 0);
+    assert!(a.preallocations().is_empty(), "{:?}", a.preallocations());
+    let mut got = 0;
+    while let Ok(x) = a.allocate(&request(99, 0, BPG, 2, 0, 0)) {
+        got += u64::from(x.extent.len);
+    }
+    assert_eq!(got, free, "blocks lost");
+}
+
+fn worker_owner(th: u64, i: u32) -> u64 {
+    1 + th * 10 + u64::from(i % 3)
+}
+
+/// Two threads allocate until refused, then free two thirds and commit, dropping their own
+/// PAs now and then; a third drops theirs and the locality groups' and commits. Out of
+/// space, a request discards others' PAs group by group with try-locks
+/// (`discard_preallocations_for`) while their owners allocate from them.
+/// Returns whether a request was refused for want of space.
+fn full_filesystem(policy: Policy, optimize: bool) -> bool {
+    let a = fs(policy, optimize, None);
+    let held = Holders::new();
+    let workers: Vec<_> = (0..2u64)
+        .map(|th| {
+            let (a, held) = (a.clone(), held.clone());
+            thread::spawn(move || {
+                let (mut live, mut refused) = (Vec::new(), 0);
+                for i in 0..16u32 {
+                    let owner = worker_owner(th, i);
+                    let len = 1 + (i * 53 + th as u32 * 31) % 200;
+                    let goal = u64::from(i * 97 + th as u32 * 301) % (GROUPS * u64::from(BPG));
+                    let kind = ((i + th as u32) % 4) as u8;
+                    let req = request(owner, (i / 3) * 160, len, kind, th as u32, goal);
+                    match a.allocate(&req) {
+                        Ok(x) => {
+                            held.claim(x.extent, th as u8);
+                            live.push((owner, x.extent));
+                        }
+                        Err(Error::NoSpace { .. }) => {
+                            refused += 1;
+                            let mut k = 0;
+                            live.retain(|&(o, e): &(u64, Extent)| {
+                                k += 1;
+                                if k % 3 == 0 {
+                                    return true;
+                                }
+                                held.release(e);
+                                a.free(o, e).unwrap();
+                                false
+                            });
+                            a.commit().unwrap();
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                    if i % 5 == 4 {
+                        a.discard_preallocations(owner);
+                    }
+                }
+                (live, refused)
+            })
+        })
+        .collect();
+    let dropper = {
+        let a = a.clone();
+        thread::spawn(move || {
+            for i in 0..3u32 {
+                a.discard_preallocations(worker_owner(u64::from(i % 2), i));
+                a.discard_group_preallocations();
+                a.commit().unwrap();
+            }
+        })
+    };
+    let (mut live, mut refused) = (Vec::new(), 0);
+    for w in workers {
+        let (l, r) = w.join().unwrap();
+        live.extend(l);
+        refused += r;
+    }
+    dropper.join().unwrap();
+    let owners = (0..2).flat_map(|th| (0..3).map(move |i| worker_owner(th, i)));
+    drain(&a, live, owners);
+    refused > 0
+}
+
+/// Explores `f`, which returns whether its schedule reached the path under test; at least
+/// nine schedules in ten must, or the test would not test that path.
+fn explore_reaching<F: Fn() -> bool + Send + Sync + 'static>(what: &'static str, f: F) {
+    let (runs, reached) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (r, k) = (runs.clone(), reached.clone());
+    explore(move || {
+        r.fetch_add(1, Ordering::Relaxed);
+        if f() {
+            k.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let (runs, reached) = (
+        runs.load(Ordering::Relaxed),
+        reached.load(Ordering::Relaxed),
+    );
+    assert!(
+        reached * 10 >= runs * 9,
+        "only {reached} of {runs} schedules {what}"
+    );
+}
+
+#[test]
+fn full_filesystem_linux_6_18() {
+    explore_reaching("ran out of space", || {
+        full_filesystem(Policy::Linux618, false)
+    });
+}
+
+#[test]
+fn full_filesystem_proposed_optimized() {
+    explore_reaching("ran out of space", || {
+        full_filesystem(Policy::Proposed, true)
+    });
+}
+
+#[test]
+fn full_filesystem_linux_6_16_optimized() {
+    explore_reaching("ran out of space", || {
+        full_filesystem(Policy::Linux616, true)
+    });
+}
+
+/// One thread appends to a file (its blocks come from the file's inode PA); another frees
+/// those blocks naming the wrong owner, which must retire the PA that handed them out
+/// whoever owns it (the group's PA list, with the group lock dropped to take the owner's
+/// lock: owner before group), and commits; a third discards the file's PAs. A PA that
+/// outlived the free would hand the blocks out a second time after the commit.
+fn wrong_owner_frees(policy: Policy) {
+    let a = fs(policy, true, None);
+    let held = Holders::new();
+    let handed = Arc::new(shuttle::sync::Mutex::new(Vec::<Extent>::new()));
+    let writer = {
+        let (a, held, handed) = (a.clone(), held.clone(), handed.clone());
+        thread::spawn(move || {
+            let mut live = Vec::new();
+            for i in 0..10u32 {
+                let req = request(1, i * 8, 8, 1, 0, 300);
+                if let Ok(x) = a.allocate(&req) {
+                    held.claim(x.extent, 0);
+                    if i % 2 == 0 {
+                        held.release(x.extent);
+                        handed.lock().unwrap().push(x.extent);
+                    } else {
+                        live.push((1, x.extent));
+                    }
+                }
+            }
+            live
+        })
+    };
+    let freer = {
+        let (a, handed) = (a.clone(), handed.clone());
+        thread::spawn(move || {
+            for _ in 0..6 {
+                let e = handed.lock().unwrap().pop();
+                if let Some(e) = e {
+                    a.free(2, e).unwrap();
+                    a.commit().unwrap();
+                }
+            }
+        })
+    };
+    let discarder = {
+        let a = a.clone();
+        thread::spawn(move || {
+            a.discard_preallocations(1);
+        })
+    };
+    let live = writer.join().unwrap();
+    freer.join().unwrap();
+    discarder.join().unwrap();
+    let rest: Vec<_> = handed.lock().unwrap().drain(..).map(|e| (2, e)).collect();
+    drain(
+        &a,
+        live.into_iter().chain(rest).collect(),
+        [1, 2].into_iter(),
+    );
+}
+
+#[test]
+fn wrong_owner_frees_linux_6_18() {
+    explore(|| wrong_owner_frees(Policy::Linux618));
+}
+
+#[test]
+fn wrong_owner_frees_proposed() {
+    explore(|| wrong_owner_frees(Policy::Proposed));
+}
+
+/// Two threads allocate, free and commit while a third writes tunables (the scan indexes
+/// are rebuilt when `mb_optimize_scan` flips, the busy-group try-lock comes and goes).
+fn tunables_under_load(policy: Policy) {
+    let a = fs(policy, true, None);
+    let held = Holders::new();
+    let workers: Vec<_> = (0..2u64)
+        .map(|th| {
+            let (a, held) = (a.clone(), held.clone());
+            thread::spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..8u32 {
+                    let owner = worker_owner(th, i);
+                    let req = request(owner, i * 40, 1 + i * 13 % 40, (i % 4) as u8, th as u32, 0);
+                    if let Ok(x) = a.allocate(&req) {
+                        held.claim(x.extent, th as u8);
+                        live.push((owner, x.extent));
+                    }
+                    if i % 3 == 2 {
+                        let (o, e) = live.swap_remove(0);
+                        held.release(e);
+                        a.free(o, e).unwrap();
+                        a.commit().unwrap();
+                    }
+                }
+                live
+            })
+        })
+        .collect();
+    let tuner = {
+        let a = a.clone();
+        thread::spawn(move || {
+            for (name, value) in [
+                ("mb_optimize_scan", "0"),
+                ("try_lock_groups", "0"),
+                ("mb_optimize_scan", "1"),
+                ("try_lock_groups", "1"),
+            ] {
+                a.set_tunable(name, value).unwrap();
+            }
+        })
+    };
+    let mut live = Vec::new();
+    for w in workers {
+        live.extend(w.join().unwrap());
+    }
+    tuner.join().unwrap();
+    let owners = (0..2).flat_map(|th| (0..3).map(move |i| worker_owner(th, i)));
+    drain(&a, live, owners);
+}
+
+#[test]
+fn tunables_under_load_linux_6_18() {
+    explore(|| tunables_under_load(Policy::Linux618));
+}
+
+#[test]
+fn tunables_under_load_proposed() {
+    explore(|| tunables_under_load(Policy::Proposed));
+}
+
+/// Lazily loaded groups in a cache of two: loads, evictions (victims taken only with a
+/// try-lock) and the requests, frees and commits of two threads race. Every block a thread
+/// holds must be in use in its group's bitmap at the end, evicted groups reloaded included.
+/// Returns whether a group was evicted.
+fn lazy_small_cache(policy: Policy) -> bool {
+    let a = fs(policy, true, Some(2));
+    let held = Holders::new();
+    let workers: Vec<_> = (0..2u64)
+        .map(|th| {
+            let (a, held) = (a.clone(), held.clone());
+            thread::spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..8u32 {
+                    let owner = worker_owner(th, i);
+                    let g = u64::from(i + th as u32 * 2) % GROUPS;
+                    let goal = g * u64::from(BPG) + u64::from(i % 5) * 40;
+                    let kind = if i % 4 == 0 { 1 } else { 2 };
+                    let req = request(owner, i * 40, 1 + i * 11 % 30, kind, th as u32, goal);
+                    if let Ok(x) = a.allocate(&req) {
+                        held.claim(x.extent, th as u8);
+                        live.push((owner, x.extent));
+                    }
+                    if i % 3 == 2 {
+                        let (o, e) = live.swap_remove(0);
+                        held.release(e);
+                        a.free(o, e).unwrap();
+                        a.commit().unwrap();
+                    }
+                }
+                live
+            })
+        })
+        .collect();
+    let mut live = Vec::new();
+    for w in workers {
+        live.extend(w.join().unwrap());
+    }
+    let geo = *a.geometry();
+    for g in 0..geo.group_count() {
+        let bits = a.disk_bitmap(g).unwrap();
+        for i in 0..geo.group_len(g) {
+            let b = geo.block_of(g, i) as usize;
+            if held.0[b].load(Ordering::Relaxed) != 0 {
+                assert!(bits.get(i), "block {b}, held, free on disk");
+            }
+        }
+    }
+    let evicted = a.stats().evictions > 0;
+    let owners = (0..2).flat_map(|th| (0..3).map(move |i| worker_owner(th, i)));
+    drain(&a, live, owners);
+    evicted
+}
+
+#[test]
+fn lazy_small_cache_linux_6_18() {
+    explore_reaching("evicted a group", || lazy_small_cache(Policy::Linux618));
+}
+
+#[test]
+fn lazy_small_cache_proposed() {
+    explore_reaching("evicted a group", || lazy_small_cache(Policy::Proposed));
+}
