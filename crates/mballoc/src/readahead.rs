@@ -11,10 +11,10 @@
 //! when an allocating thread builds its buddy, exactly as in the kernel.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::mpsc::{channel, Sender};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::mpsc::{channel, Sender};
+use crate::sync::{Condvar, Mutex};
 
 use crate::bitmap::Bitmap;
 use crate::error::Error;
@@ -62,15 +62,12 @@ impl ReadAhead {
             let rx = Arc::new(Mutex::new(rx));
             for _ in 0..threads {
                 let (rx, shared, source) = (rx.clone(), shared.clone(), source.clone());
-                std::thread::Builder::new()
-                    .name("mballoc-readahead".into())
-                    .spawn(move || loop {
-                        let next = rx.lock().recv();
-                        let Ok(g) = next else { return };
-                        let r = source.read_bitmap(g);
-                        finish(&shared, g, r);
-                    })
-                    .expect("spawning a readahead thread");
+                crate::sync::spawn("mballoc-readahead", move || loop {
+                    let next = rx.lock().recv();
+                    let Ok(g) = next else { return };
+                    let r = source.read_bitmap(g);
+                    finish(&shared, g, r);
+                });
             }
             Mutex::new(tx)
         });
@@ -109,7 +106,7 @@ impl ReadAhead {
                 return Taken::NotSubmitted;
             }
             waited = true;
-            self.shared.finished.wait(&mut r);
+            r = self.shared.finished.wait(r);
         }
     }
 

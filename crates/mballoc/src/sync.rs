@@ -24,6 +24,57 @@ pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 pub(crate) use model_lock::{Mutex, MutexGuard};
 #[cfg(not(shuttle))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};
+#[cfg(shuttle)]
+pub(crate) use shuttle::sync::mpsc;
+#[cfg(not(shuttle))]
+pub(crate) use std::sync::mpsc;
+
+/// A condition variable whose `wait` takes the guard and gives it back (the one form both
+/// `parking_lot` and `shuttle` can offer).
+#[derive(Default)]
+pub(crate) struct Condvar(
+    #[cfg(not(shuttle))] parking_lot::Condvar,
+    #[cfg(shuttle)] shuttle::sync::Condvar,
+);
+
+impl Condvar {
+    #[cfg(not(shuttle))]
+    pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(&mut guard);
+        guard
+    }
+    #[cfg(shuttle)]
+    pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(guard).unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
+/// A point where the shuttle model check may switch threads, placed after a lock-free read
+/// whose answer the code then acts on (a racy test-then-act): shuttle switches only at its
+/// own primitives, and std atomics are not among them. Nothing outside the model check.
+#[inline(always)]
+pub(crate) fn switch_point() {
+    #[cfg(shuttle)]
+    shuttle::thread::yield_now();
+}
+
+/// Starts a background thread (the prefetch readers): an OS thread, or a shuttle thread that
+/// the model check schedules with the rest.
+pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
+    #[cfg(not(shuttle))]
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawning a background thread");
+    #[cfg(shuttle)]
+    {
+        let _ = name;
+        shuttle::thread::spawn(f);
+    }
+}
 
 /// `parking_lot`'s mutex interface over `shuttle`'s mutex (no poisoning: a panicking test
 /// fails the whole model check anyway).

@@ -18,6 +18,19 @@
 //! * nothing lost: once everything is freed, committed and discarded, the counters and
 //!   `check_consistency` agree and every free block can be allocated again.
 //!
+//! Shuttle switches threads only at its own primitives; lock-free reads that the code acts on
+//! (a prefetch window's `NEED_INIT` test before it submits a read) carry a
+//! `sync::switch_point()` so that other threads can run between the test and the act.
+//!
+//! Mutations these tests catch (each tried by hand; the tests passed without it):
+//! * the ENOSPC discard taking other owners' locks with a blocking lock instead of a try-lock:
+//!   a deadlock (`full_filesystem_*`);
+//! * `discard_preallocations` releasing the PAs after dropping the owner's lock: blocks lost
+//!   (`wrong_owner_frees_*`);
+//! * an eviction that keeps a prefetched read of the group it wrote back: a later load takes
+//!   the stale copy and a held block is free on disk (`lazy_small_cache_linux_6_18`, with the
+//!   switch point above; 3 runs of 3).
+//!
 //! `SHUTTLE_ITERATIONS` sets the schedules per test and strategy (default 1000).
 #![cfg(shuttle)]
 
@@ -47,7 +60,9 @@ fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
     shuttle::check_pct(move || f(), iterations(), 3);
 }
 
-fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>) -> Arc<Allocator> {
+/// `lazy_cache`: groups load lazily into a cache of that many; `readers`: prefetch reads run
+/// on that many background threads (scheduled by shuttle like the rest).
+fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>, readers: usize) -> Arc<Allocator> {
     let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
     let mut t = policy.tunables(&geo, 2);
     t.mb_optimize_scan = optimize;
@@ -56,7 +71,7 @@ fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>) -> Arc<Allocator>
         .tunables(t)
         .cpus(2);
     if let Some(n) = lazy_cache {
-        b = b.lazy(true).cache_groups(n);
+        b = b.lazy(true).cache_groups(n).prefetch_threads(readers);
     }
     Arc::new(b.build().unwrap())
 }
@@ -136,7 +151,7 @@ fn worker_owner(th: u64, i: u32) -> u64 {
 /// (`discard_preallocations_for`) while their owners allocate from them.
 /// Returns whether a request was refused for want of space.
 fn full_filesystem(policy: Policy, optimize: bool) -> bool {
-    let a = fs(policy, optimize, None);
+    let a = fs(policy, optimize, None, 0);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
@@ -248,7 +263,7 @@ fn full_filesystem_linux_6_16_optimized() {
 /// lock: owner before group), and commits; a third discards the file's PAs. A PA that
 /// outlived the free would hand the blocks out a second time after the commit.
 fn wrong_owner_frees(policy: Policy) {
-    let a = fs(policy, true, None);
+    let a = fs(policy, true, None, 0);
     let held = Holders::new();
     let handed = Arc::new(shuttle::sync::Mutex::new(Vec::<Extent>::new()));
     let writer = {
@@ -312,7 +327,7 @@ fn wrong_owner_frees_proposed() {
 /// Two threads allocate, free and commit while a third writes tunables (the scan indexes
 /// are rebuilt when `mb_optimize_scan` flips, the busy-group try-lock comes and goes).
 fn tunables_under_load(policy: Policy) {
-    let a = fs(policy, true, None);
+    let a = fs(policy, true, None, 0);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
@@ -370,11 +385,12 @@ fn tunables_under_load_proposed() {
 }
 
 /// Lazily loaded groups in a cache of two: loads, evictions (victims taken only with a
-/// try-lock) and the requests, frees and commits of two threads race. Every block a thread
-/// holds must be in use in its group's bitmap at the end, evicted groups reloaded included.
-/// Returns whether a group was evicted.
+/// try-lock), a prefetch reader thread and the requests, frees and commits of two threads
+/// race. Every block a thread holds must be in use in its group's bitmap at the end, evicted
+/// groups reloaded included. Returns whether a group was evicted and a prefetched bitmap was
+/// loaded.
 fn lazy_small_cache(policy: Policy) -> bool {
-    let a = fs(policy, true, Some(2));
+    let a = fs(policy, true, Some(2), 1);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
@@ -416,18 +432,23 @@ fn lazy_small_cache(policy: Policy) -> bool {
             }
         }
     }
-    let evicted = a.stats().evictions > 0;
+    let stats = a.stats();
+    let reached = stats.evictions > 0 && stats.prefetch_loads > 0;
     let owners = (0..2).flat_map(|th| (0..3).map(move |i| worker_owner(th, i)));
     drain(&a, live, owners);
-    evicted
+    reached
 }
 
 #[test]
 fn lazy_small_cache_linux_6_18() {
-    explore_reaching("evicted a group", || lazy_small_cache(Policy::Linux618));
+    explore_reaching("evicted a group and loaded a prefetched one", || {
+        lazy_small_cache(Policy::Linux618)
+    });
 }
 
 #[test]
 fn lazy_small_cache_proposed() {
-    explore_reaching("evicted a group", || lazy_small_cache(Policy::Proposed));
+    explore_reaching("evicted a group and loaded a prefetched one", || {
+        lazy_small_cache(Policy::Proposed)
+    });
 }
