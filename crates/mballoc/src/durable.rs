@@ -19,7 +19,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::allocator::Allocator;
 use crate::bitmap::Bitmap;

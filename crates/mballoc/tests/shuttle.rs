@@ -29,7 +29,11 @@
 //!   (`wrong_owner_frees_*`);
 //! * an eviction that keeps a prefetched read of the group it wrote back: a later load takes
 //!   the stale copy and a held block is free on disk (`lazy_small_cache_linux_6_18`, with the
-//!   switch point above; 3 runs of 3).
+//!   switch point above; 3 runs of 3);
+//! * `journal_free` keeping the tid the free read before a commit closed it: that commit
+//!   releases a free it did not make durable, and the block is handed out while the store's
+//!   last commit still has it in use (`durable_commits_*`: one of the two tests in each of 3
+//!   runs).
 //!
 //! `SHUTTLE_ITERATIONS` sets the schedules per test and strategy (default 1000).
 #![cfg(shuttle)]
@@ -37,6 +41,8 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use mballoc::bitmap::Bitmap;
+use mballoc::store::{CommitId, Store};
 use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
 use shuttle::thread;
 
@@ -451,4 +457,122 @@ fn lazy_small_cache_proposed() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
         lazy_small_cache(Policy::Proposed)
     });
+}
+
+/// The allocator on an in-memory durable store: two threads allocate, free and commit while
+/// a third commits (the journal lock and the commit lock, frees released only after their
+/// batch is durable). After a final commit an allocator opened on the store sees exactly the
+/// live one's disk bitmaps and free count, every held block used. (A second allocator opened
+/// on the store while the first still commits is not a supported use: it reads descriptors
+/// at open and bitmaps later, so a commit between the two makes them disagree.)
+fn durable_commits(policy: Policy) {
+    use mballoc::store::{Extent as StoreExtent, MemStore};
+    let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    let store = Arc::new(MemStore::new(geo, &[StoreExtent::new(0, RESERVED)]).unwrap());
+    let a = Arc::new(
+        Allocator::builder(geo)
+            .tunables(policy.tunables(&geo, 2))
+            .cpus(2)
+            .store(store.clone())
+            .build()
+            .unwrap(),
+    );
+    let held = Holders::new();
+    let workers: Vec<_> = (0..2u64)
+        .map(|th| {
+            let (a, held, store) = (a.clone(), held.clone(), store.clone());
+            thread::spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..8u32 {
+                    let owner = worker_owner(th, i);
+                    let goal = u64::from(i * 131 + th as u32 * 517) % (GROUPS * u64::from(BPG));
+                    let req = request(owner, i * 40, 1 + i * 17 % 60, 2, th as u32, goal);
+                    let before = store.last_commit();
+                    if let Ok(x) = a.allocate(&req) {
+                        held.claim(x.extent, th as u8);
+                        live.push((owner, x.extent));
+                        reused_only_when_durable(&*store, before, x.extent);
+                    }
+                    if i % 2 == 1 {
+                        let (o, e) = live.swap_remove(0);
+                        held.release(e);
+                        a.free(o, e).unwrap();
+                    }
+                    if i % 4 == 3 {
+                        a.commit().unwrap();
+                    }
+                }
+                live
+            })
+        })
+        .collect();
+    let committer = {
+        let a = a.clone();
+        thread::spawn(move || {
+            for _ in 0..3 {
+                a.commit().unwrap();
+            }
+        })
+    };
+    let mut live = Vec::new();
+    for w in workers {
+        live.extend(w.join().unwrap());
+    }
+    committer.join().unwrap();
+    a.commit().unwrap();
+    let b = Allocator::open(store.clone()).unwrap();
+    assert_eq!(b.free_blocks(), a.free_blocks());
+    for g in 0..GROUPS as u32 {
+        assert_eq!(
+            b.disk_bitmap(g).unwrap(),
+            a.disk_bitmap(g).unwrap(),
+            "group {g}"
+        );
+    }
+    for &(_, e) in &live {
+        for x in e.start..e.end() {
+            let (g, off) = geo.locate(x);
+            assert!(
+                b.disk_bitmap(g).unwrap().get(off),
+                "held block {x} free after reopen"
+            );
+        }
+    }
+    drop(b);
+    drain(&a, live, std::iter::empty());
+}
+
+/// A block handed out must be free in the store's last commit: a freed block is reused only
+/// once the free is durable, or a crash could bring back the extent that held it. Checked
+/// when no commit landed since `before` (read before the allocation): one that did may hold
+/// the allocation itself.
+fn reused_only_when_durable(store: &dyn Store, before: CommitId, e: Extent) {
+    let geo = store.geometry();
+    let mut stored = Vec::new();
+    for x in e.start..e.end() {
+        let (g, off) = geo.locate(x);
+        let bits = store.read_bitmap(g).unwrap();
+        stored.push(Bitmap::from_bytes(bits.as_bytes(), geo.blocks_per_group()).get(off));
+    }
+    if store.last_commit() == before {
+        let used: Vec<u64> = (e.start..e.end())
+            .zip(stored)
+            .filter(|p| p.1)
+            .map(|p| p.0)
+            .collect();
+        assert!(
+            used.is_empty(),
+            "blocks {used:?} handed out, still used in the last commit"
+        );
+    }
+}
+
+#[test]
+fn durable_commits_linux_6_18() {
+    explore(|| durable_commits(Policy::Linux618));
+}
+
+#[test]
+fn durable_commits_proposed() {
+    explore(|| durable_commits(Policy::Proposed));
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use super::bitmap::{bitmap_len, count_set, BitmapBytes};
 use super::delta::{apply_checked, apply_unchecked, split};
