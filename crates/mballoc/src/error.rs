@@ -33,9 +33,6 @@ pub enum Error {
     #[error("invalid request for owner {owner}: {what}")]
     InvalidRequest { owner: u64, what: String },
 
-    #[error("goal block {goal} is outside the filesystem of {blocks_count} blocks")]
-    GoalOutOfRange { goal: u64, blocks_count: u64 },
-
     #[error("free of [{start}, +{len}): block {block} is not allocated (double free?)")]
     NotAllocated { start: u64, len: u64, block: u64 },
 

@@ -32,7 +32,11 @@ impl Allocator {
                 }
             }
         }
-        let goal = if req.goal < self.geo.first_data_block() {
+        // ext4_mb_initialize_context: a goal outside the filesystem starts the search at the
+        // first data block. It happens: the block after a file's last extent, when that extent
+        // ends the filesystem, is `ext4_ext_find_goal`'s goal for the next append.
+        let goal = if req.goal < self.geo.first_data_block() || req.goal >= self.geo.blocks_count()
+        {
             self.geo.first_data_block()
         } else {
             req.goal
@@ -81,12 +85,6 @@ impl Allocator {
             return Err(Error::ZeroLength { owner: req.owner });
         }
         let g = &self.geo;
-        if req.goal >= g.blocks_count() {
-            return Err(Error::GoalOutOfRange {
-                goal: req.goal,
-                blocks_count: g.blocks_count(),
-            });
-        }
         let bad = |what: String| {
             Err(Error::InvalidRequest {
                 owner: req.owner,
