@@ -22,8 +22,9 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
-        24,
-        "the ten public cases and the fourteen of session 12 (kernel-cases/README.md)"
+        30,
+        "the ten public cases, the fourteen of session 12 and the six of session 13 \
+         (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
