@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::sync::Mutex;
 use crossbeam_utils::atomic::AtomicCell;
 
 use crate::bitmap::Bitmap;
@@ -21,6 +20,7 @@ use crate::size_class::SizeClass;
 use crate::source::{BitmapSource, MemSource};
 use crate::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
+use crate::sync::Mutex;
 use crate::tunables::{possible_cpus, Tunables};
 
 /// The ext4 multi-block allocator over one space of blocks. `Send + Sync`: share it with an

@@ -18,11 +18,10 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::sync::Mutex;
-
 use crate::allocator::Allocator;
 use crate::group::GroupState;
 use crate::stats::bump;
+use crate::sync::Mutex;
 
 /// `bb_state` bit: the group's bitmaps were dropped by the cache (its summary is still valid).
 pub(crate) const EVICTED: u32 = 1 << 8;

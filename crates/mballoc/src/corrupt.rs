@@ -9,13 +9,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::sync::Mutex;
-
 use crate::allocator::Allocator;
 use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::state;
 use crate::stats::{bump, GroupSnapshot};
+use crate::sync::Mutex;
 
 /// The groups marked corrupt and why, in group order.
 #[derive(Default)]

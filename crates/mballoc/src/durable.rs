@@ -19,8 +19,6 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::sync::Mutex;
-
 use crate::allocator::Allocator;
 use crate::bitmap::Bitmap;
 use crate::error::Error;
@@ -28,6 +26,7 @@ use crate::geometry::Geometry;
 use crate::source::BitmapSource;
 use crate::stats::bump;
 use crate::store::{Commit, Extent, Store};
+use crate::sync::Mutex;
 
 /// A store seen as the allocator's bitmap source.
 pub(crate) struct StoreSource(pub(crate) Arc<dyn Store>);

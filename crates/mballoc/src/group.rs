@@ -3,12 +3,12 @@
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
-use crate::sync::Mutex;
 use smallvec::SmallVec;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
 use crate::size_class::SizeClass;
+use crate::sync::Mutex;
 
 /// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,10 +13,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::sync::Mutex;
-
 use crate::buddy::fls;
 use crate::percpu::Padded;
+use crate::sync::Mutex;
 
 /// `PREALLOC_TB_SIZE`: locality-group PA buckets by `min(fls(free) − 1, 9)`.
 pub const PREALLOC_TB_SIZE: usize = 10;

@@ -6,14 +6,13 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::sync::MutexGuard;
-
 use crate::allocator::Allocator;
 use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Claim, SizeClass};
+use crate::sync::MutexGuard;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
 const MAX_CONTENTION: u32 = 8;

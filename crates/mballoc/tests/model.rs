@@ -475,12 +475,20 @@ fn a_goal_outside_the_filesystem_starts_at_the_first_data_block() {
     ] {
         let first = geo.first_data_block();
         let used = [(first, 300), (700, 50)];
-        for goal in [geo.blocks_count(), geo.blocks_count() + 1, 1 << 40, u64::MAX] {
+        for goal in [
+            geo.blocks_count(),
+            geo.blocks_count() + 1,
+            1 << 40,
+            u64::MAX,
+        ] {
             let (a, b) = (
                 Allocator::new(geo, &used).unwrap(),
                 Allocator::new(geo, &used).unwrap(),
             );
-            for (len, flags) in [(16, Flags::HINT_DATA | Flags::HINT_NOPREALLOC), (5, Flags(0))] {
+            for (len, flags) in [
+                (16, Flags::HINT_DATA | Flags::HINT_NOPREALLOC),
+                (5, Flags(0)),
+            ] {
                 let req = Request::new(1, 0, len).with_flags(flags);
                 let past = a.allocate(&req.clone().with_goal(goal)).unwrap();
                 let at_first = b.allocate(&req.with_goal(first)).unwrap();

@@ -10,13 +10,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::sync::Mutex;
-
 use super::bitmap::{bitmap_len, count_set, BitmapBytes};
 use super::delta::{apply_checked, apply_unchecked, split};
 use super::verify::{check_counts, Problem};
 use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
 use crate::geometry::Geometry;
+use crate::sync::Mutex;
 
 /// What one bitmap load costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
