@@ -151,6 +151,44 @@ fn worker_owner(th: u64, i: u32) -> u64 {
     1 + th * 10 + u64::from(i % 3)
 }
 
+/// Extents a worker still holds when it ends, with their owners.
+type Held = Vec<(u64, Extent)>;
+
+/// Worker `th`: eight requests made by `make(owner, i)`, each extent claimed; every third
+/// step frees the oldest extent it holds and commits.
+fn worker(
+    a: &Arc<Allocator>,
+    held: &Arc<Holders>,
+    th: u64,
+    make: impl Fn(u64, u32) -> Request + Send + 'static,
+) -> thread::JoinHandle<Held> {
+    let (a, held) = (a.clone(), held.clone());
+    thread::spawn(move || {
+        let mut live = Vec::new();
+        for i in 0..8u32 {
+            let owner = worker_owner(th, i);
+            if let Ok(x) = a.allocate(&make(owner, i)) {
+                held.claim(x.extent, th as u8);
+                live.push((owner, x.extent));
+            }
+            if i % 3 == 2 {
+                let (o, e) = live.swap_remove(0);
+                held.release(e);
+                a.free(o, e).unwrap();
+                a.commit().unwrap();
+            }
+        }
+        live
+    })
+}
+
+fn join_all(workers: Vec<thread::JoinHandle<Held>>) -> Held {
+    workers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect()
+}
+
 /// Two threads allocate until refused, then free two thirds and commit, dropping their own
 /// PAs now and then; a third drops theirs and the locality groups' and commits. Out of
 /// space, a request discards others' PAs group by group with try-locks
@@ -337,24 +375,8 @@ fn tunables_under_load(policy: Policy) {
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
-            let (a, held) = (a.clone(), held.clone());
-            thread::spawn(move || {
-                let mut live = Vec::new();
-                for i in 0..8u32 {
-                    let owner = worker_owner(th, i);
-                    let req = request(owner, i * 40, 1 + i * 13 % 40, (i % 4) as u8, th as u32, 0);
-                    if let Ok(x) = a.allocate(&req) {
-                        held.claim(x.extent, th as u8);
-                        live.push((owner, x.extent));
-                    }
-                    if i % 3 == 2 {
-                        let (o, e) = live.swap_remove(0);
-                        held.release(e);
-                        a.free(o, e).unwrap();
-                        a.commit().unwrap();
-                    }
-                }
-                live
+            worker(&a, &held, th, move |owner, i| {
+                request(owner, i * 40, 1 + i * 13 % 40, (i % 4) as u8, th as u32, 0)
             })
         })
         .collect();
@@ -371,10 +393,7 @@ fn tunables_under_load(policy: Policy) {
             }
         })
     };
-    let mut live = Vec::new();
-    for w in workers {
-        live.extend(w.join().unwrap());
-    }
+    let live = join_all(workers);
     tuner.join().unwrap();
     let owners = (0..2).flat_map(|th| (0..3).map(move |i| worker_owner(th, i)));
     drain(&a, live, owners);
@@ -400,34 +419,15 @@ fn lazy_small_cache(policy: Policy) -> bool {
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
-            let (a, held) = (a.clone(), held.clone());
-            thread::spawn(move || {
-                let mut live = Vec::new();
-                for i in 0..8u32 {
-                    let owner = worker_owner(th, i);
-                    let g = u64::from(i + th as u32 * 2) % GROUPS;
-                    let goal = g * u64::from(BPG) + u64::from(i % 5) * 40;
-                    let kind = if i % 4 == 0 { 1 } else { 2 };
-                    let req = request(owner, i * 40, 1 + i * 11 % 30, kind, th as u32, goal);
-                    if let Ok(x) = a.allocate(&req) {
-                        held.claim(x.extent, th as u8);
-                        live.push((owner, x.extent));
-                    }
-                    if i % 3 == 2 {
-                        let (o, e) = live.swap_remove(0);
-                        held.release(e);
-                        a.free(o, e).unwrap();
-                        a.commit().unwrap();
-                    }
-                }
-                live
+            worker(&a, &held, th, move |owner, i| {
+                let g = u64::from(i + th as u32 * 2) % GROUPS;
+                let goal = g * u64::from(BPG) + u64::from(i % 5) * 40;
+                let kind = if i % 4 == 0 { 1 } else { 2 };
+                request(owner, i * 40, 1 + i * 11 % 30, kind, th as u32, goal)
             })
         })
         .collect();
-    let mut live = Vec::new();
-    for w in workers {
-        live.extend(w.join().unwrap());
-    }
+    let live = join_all(workers);
     let geo = *a.geometry();
     for g in 0..geo.group_count() {
         let bits = a.disk_bitmap(g).unwrap();
@@ -514,10 +514,7 @@ fn durable_commits(policy: Policy) {
             }
         })
     };
-    let mut live = Vec::new();
-    for w in workers {
-        live.extend(w.join().unwrap());
-    }
+    let live = join_all(workers);
     committer.join().unwrap();
     a.commit().unwrap();
     let b = Allocator::open(store.clone()).unwrap();
