@@ -8,6 +8,9 @@ use std::sync::Arc;
 use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
 use proptest::prelude::*;
 
+mod request_support;
+use request_support::request;
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum B {
     Free,
@@ -169,22 +172,6 @@ fn op() -> impl Strategy<Value = Op> {
         2 => wild().prop_map(|r| Op::Wild(Box::new(r))),
         1 => prop::sample::select(TUNES).prop_map(|(n, v)| Op::Tune(n, v)),
     ]
-}
-
-fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) -> Request {
-    let len = match kind {
-        0 => len % 8 + 1, // small file: locality group
-        _ => len,
-    };
-    let r = Request::new(owner, logical, len)
-        .with_cpu(cpu)
-        .with_goal(goal);
-    match kind {
-        0 => r.with_i_size(u64::from(logical + len) * 4096),
-        1 => r.with_i_size(u64::from(logical + len) * 4096 + 12_345),
-        2 => r.with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC),
-        _ => r.with_flags(Flags(0)), // metadata
-    }
 }
 
 fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {

@@ -43,8 +43,11 @@ use std::sync::Arc;
 
 use mballoc::bitmap::Bitmap;
 use mballoc::store::{CommitId, Store};
-use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
+use mballoc::{Allocator, Error, Extent, Geometry, Policy, Request};
 use shuttle::thread;
+
+mod request_support;
+use request_support::request;
 
 const BPG: u32 = 256;
 const GROUPS: u64 = 4;
@@ -106,21 +109,6 @@ impl Holders {
         for b in e.start..e.end() {
             self.0[b as usize].store(0, Ordering::SeqCst);
         }
-    }
-}
-
-/// Request kinds: 0 a small file (locality-group PA), 1 an open, growing file (inode PA),
-/// 2 an exact extent that leaves no PA, 3 metadata.
-fn request(owner: u64, logical: u32, len: u32, kind: u8, cpu: u32, goal: u64) -> Request {
-    let len = if kind == 0 { len % 8 + 1 } else { len };
-    let r = Request::new(owner, logical, len)
-        .with_cpu(cpu)
-        .with_goal(goal);
-    match kind {
-        0 => r.with_i_size(u64::from(logical + len) * 4096),
-        1 => r.with_i_size(u64::from(logical + len) * 4096 + 12_345),
-        2 => r.with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC),
-        _ => r.with_flags(Flags(0)),
     }
 }
 
