@@ -1,7 +1,7 @@
 //! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
 //! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
@@ -66,7 +66,7 @@ pub struct Allocator {
     pub(crate) free_pending: PerCpuCounter,
     /// `discard_pa_seq`: bumped (on this thread's shard) whenever blocks enter or leave the
     /// buddy; an ENOSPC retry compares its start value with the sum.
-    pub(crate) discard_seq: PerCpu<AtomicU64>,
+    pub(crate) discard_seq: PerCpu<std::sync::atomic::AtomicU64>,
     /// `s_lock_busy`: contention estimate used by the group-or-file decision.
     pub(crate) lock_busy: Padded<AtomicU32>,
     /// `mb_optimize_scan` as [`Allocator::publish`] reads it, under the group lock: the live

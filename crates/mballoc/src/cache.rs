@@ -15,8 +15,8 @@
 //! Victims are taken oldest-loaded first and only with `try_lock`, so a loader holding its own
 //! group's lock can never deadlock on a victim.
 
+use crate::sync::atomic::{AtomicU32, Ordering};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::allocator::Allocator;
 use crate::group::GroupState;

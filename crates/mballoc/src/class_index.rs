@@ -17,7 +17,7 @@
 //! orders inside that class, a claim or a reset moves it between classes, both under the
 //! group lock. Readers walk without locks, as the kernel walks its xarrays.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU8, Ordering};
 
 use crate::group::IndexChange;
 use crate::index::GroupSet;

@@ -531,8 +531,6 @@ impl Allocator {
             let already = (test_before_set && word.load(Ordering::Relaxed) & bit != 0)
                 || word.fetch_or(bit, Ordering::Relaxed) & bit != 0;
             if !already && self.bits(g).need_init() {
-                // Another thread may load the group between this test and the submit.
-                crate::sync::switch_point();
                 if test_before_set {
                     stats.bump(|c| &c.prefetch_desc_lookups);
                 }

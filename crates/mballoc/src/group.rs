@@ -1,7 +1,7 @@
 //! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
 //! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 
 use smallvec::SmallVec;
 

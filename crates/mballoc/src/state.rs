@@ -7,7 +7,7 @@
 //! are one or two lines, rarely written (the read marks, written on every walk, have a bitset
 //! of their own).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::percpu::Isolated;
 

@@ -2,7 +2,10 @@
 //!
 //! * Atomics of the lock-free structures that the `loom` model checks cover
 //!   ([`crate::index::GroupSet`], [`crate::percpu::PerCpuCounter`]): loom's under
-//!   `--cfg loom`, std's otherwise.
+//!   `--cfg loom`, std's otherwise (the index's are `shuttle`'s under `--cfg shuttle`).
+//! * The other atomics of the allocator's shared state ([`atomic`]): `shuttle`'s under
+//!   `--cfg shuttle`, so that the model check also switches threads between a lock-free read
+//!   and what the code does with it.
 //! * The allocator's mutexes (group locks, owners' PA locks, locality groups, the pending-free
 //!   list, the commit and tunable locks): `parking_lot`'s normally, and under `--cfg shuttle` a
 //!   thin wrapper with the same interface over `shuttle`'s, so that the `shuttle` model check
@@ -17,8 +20,38 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+#[cfg(all(not(loom), shuttle))]
+pub(crate) use shuttle::sync::atomic::AtomicU64;
+#[cfg(all(not(loom), not(shuttle)))]
+pub(crate) use std::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicI64, Ordering};
+
+/// The atomics of the allocator's shared state that requests read and write between lock
+/// holds: each group's lock-free counts and class, the `bb_state` bits and read marks, the
+/// stream goals, the count of groups still to load, the commit ids, the contention gauge, the
+/// cache's load count and the locality groups' entry counts. `std`'s normally; `shuttle`'s
+/// under `--cfg shuttle`, where every load, store and read-modify-write is a point at which
+/// the model check may switch threads, so a lock-free test and the act that follows it (a
+/// group read as fit and then locked, a `NEED_INIT` bit read and then a read submitted) are
+/// explored with other threads' steps in between.
+///
+/// Not here: the per-thread shards (statistics, `percpu_counter` stand-ins, the discard
+/// sequence), which their owner updates with a plain load and store: shuttle runs every model
+/// thread on one OS thread, so its threads would share one shard and, with the load and the
+/// store made separate steps, lose each other's updates; they stay std's, whose steps are
+/// never split.
+pub(crate) mod atomic {
+    #[cfg(shuttle)]
+    pub(crate) use shuttle::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+    pub(crate) use std::sync::atomic::Ordering;
+    #[cfg(not(shuttle))]
+    pub(crate) use std::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
+}
 
 #[cfg(shuttle)]
 pub(crate) use model_lock::{Mutex, MutexGuard};
@@ -50,15 +83,6 @@ impl Condvar {
     pub(crate) fn notify_all(&self) {
         self.0.notify_all();
     }
-}
-
-/// A point where the shuttle model check may switch threads, placed after a lock-free read
-/// whose answer the code then acts on (a racy test-then-act): shuttle switches only at its
-/// own primitives, and std atomics are not among them. Nothing outside the model check.
-#[inline(always)]
-pub(crate) fn switch_point() {
-    #[cfg(shuttle)]
-    shuttle::thread::yield_now();
 }
 
 /// Starts a background thread (the prefetch readers): an OS thread, or a shuttle thread that

@@ -4,38 +4,46 @@
 //! RUSTFLAGS="--cfg shuttle" cargo test --release -p mballoc --test shuttle
 //! ```
 //!
-//! Under `--cfg shuttle` every mutex of the library is shuttle's (`src/sync.rs`), so these
-//! tests run the real `Allocator` (not a model of it) while shuttle picks, at every lock,
-//! try-lock and unlock, which thread runs next. The OS-thread stress tests in `model.rs` meet
-//! the interleavings a 2-core machine happens to produce; here each test explores hundreds of
-//! schedules chosen to reach rare orders (PCT finds any bug that needs at most `depth`
-//! ordering constraints with a known probability per run), on a filesystem of four 256-block
-//! groups, small enough that the threads fight over the same groups, owners' preallocations
-//! and locality groups and keep running out of space. What each checks:
+//! Under `--cfg shuttle` every mutex of the library is shuttle's, and so are the atomics of
+//! the allocator's shared state (`src/sync.rs`: each group's lock-free counts and class, the
+//! `bb_state` bits and read marks, the stream goals, the commit ids, the count of groups still
+//! to load, …). These tests run the real `Allocator` (not a model of it) while shuttle picks,
+//! at every lock, try-lock, unlock and atomic load, store or read-modify-write, which thread
+//! runs next: a lock-free test and the act that follows it (a group read as fit and then
+//! locked, a `NEED_INIT` bit read and then a bitmap read submitted) are explored with other
+//! threads' steps in between. The OS-thread stress tests in `model.rs` meet the interleavings
+//! a 2-core machine happens to produce; here each test explores thousands of schedules chosen
+//! to reach rare orders (PCT finds any bug that needs at most `depth` ordering constraints
+//! with a known probability per run), on a filesystem of four 256-block groups, small enough
+//! that the threads fight over the same groups, owners' preallocations and locality groups
+//! and keep running out of space. What each checks:
 //!
 //! * no lock-order cycle (shuttle reports a deadlock when every thread is blocked);
 //! * no block handed to two holders (an ownership array claimed on every allocation);
 //! * nothing lost: once everything is freed, committed and discarded, the counters and
 //!   `check_consistency` agree and every free block can be allocated again.
 //!
-//! Shuttle switches threads only at its own primitives; lock-free reads that the code acts on
-//! (a prefetch window's `NEED_INIT` test before it submits a read) carry a
-//! `sync::switch_point()` so that other threads can run between the test and the act.
+//! What shuttle does not see: weak memory orderings (it runs every atomic as if `SeqCst`;
+//! the `loom` models in `src/index.rs`, `src/percpu.rs` and `src/class_index.rs` check the
+//! orderings of the lock-free index and counters), and the per-thread statistics and counter
+//! shards, which stay std's (see `sync::atomic`).
 //!
 //! Mutations these tests catch (each tried by hand; the tests passed without it):
 //! * the ENOSPC discard taking other owners' locks with a blocking lock instead of a try-lock:
-//!   a deadlock (`full_filesystem_*`);
+//!   a deadlock (`full_filesystem_*`; 1 and 3 of the 3 tests in two runs);
 //! * `discard_preallocations` releasing the PAs after dropping the owner's lock: blocks lost
-//!   (`wrong_owner_frees_*`);
+//!   (`wrong_owner_frees_*`: both tests in each of 3 runs);
 //! * an eviction that keeps a prefetched read of the group it wrote back: a later load takes
-//!   the stale copy and a held block is free on disk (`lazy_small_cache_linux_6_18`, with the
-//!   switch point above; 3 runs of 3);
+//!   the stale copy, and a held block is free on disk or its free is refused as a free of
+//!   free blocks (`lazy_small_cache_*`: at least one of the two tests in each of 4 runs). With only the
+//!   mutexes as scheduling points this needed a hand-placed switch point between the
+//!   prefetch's `NEED_INIT` test and its submit; the atomics now provide it;
 //! * `journal_free` keeping the tid the free read before a commit closed it: that commit
 //!   releases a free it did not make durable, and the block is handed out while the store's
 //!   last commit still has it in use (`durable_commits_*`: one of the two tests in each of 3
 //!   runs).
 //!
-//! `SHUTTLE_ITERATIONS` sets the schedules per test and strategy (default 1000).
+//! `SHUTTLE_ITERATIONS` sets the schedules per test and strategy (default 3000).
 #![cfg(shuttle)]
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -44,7 +52,8 @@ use std::sync::Arc;
 use mballoc::bitmap::Bitmap;
 use mballoc::store::{CommitId, Store};
 use mballoc::{Allocator, Error, Extent, Geometry, Policy, Request};
-use shuttle::thread;
+use shuttle::scheduler::{PctScheduler, RandomScheduler};
+use shuttle::{thread, Config, Runner};
 
 mod request_support;
 use request_support::request;
@@ -58,15 +67,19 @@ fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1000)
+        .unwrap_or(3000)
 }
 
 /// Runs `f` under random schedules and under PCT schedules of depth 3.
 fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
     let f = Arc::new(f);
     let g = f.clone();
-    shuttle::check_random(move || g(), iterations());
-    shuttle::check_pct(move || f(), iterations(), 3);
+    // The library's atomics are mostly `Relaxed`; shuttle warns that it runs them as `SeqCst`,
+    // which the module doc says (and loom covers the orderings that matter).
+    let mut config = Config::new();
+    config.silence_warnings = true;
+    Runner::new(RandomScheduler::new(iterations()), config.clone()).run(move || g());
+    Runner::new(PctScheduler::new(3, iterations()), config).run(move || f());
 }
 
 /// `lazy_cache`: groups load lazily into a cache of that many; `readers`: prefetch reads run
@@ -248,7 +261,7 @@ fn full_filesystem(policy: Policy, optimize: bool) -> bool {
 }
 
 /// Explores `f`, which returns whether its schedule reached the path under test; at least
-/// nine schedules in ten must, or the test would not test that path.
+/// four schedules in five must, or the test would not test that path.
 fn explore_reaching<F: Fn() -> bool + Send + Sync + 'static>(what: &'static str, f: F) {
     let (runs, reached) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (r, k) = (runs.clone(), reached.clone());
@@ -263,7 +276,7 @@ fn explore_reaching<F: Fn() -> bool + Send + Sync + 'static>(what: &'static str,
         reached.load(Ordering::Relaxed),
     );
     assert!(
-        reached * 10 >= runs * 9,
+        reached * 5 >= runs * 4,
         "only {reached} of {runs} schedules {what}"
     );
 }
