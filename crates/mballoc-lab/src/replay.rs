@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use mballoc::{
-    Allocator, Criterion, Error, Extent, Flags, Geometry, PaKind, Request, Source, Tunables,
+    Allocator, Criterion, Error, Extent, Flags, Geometry, MemSource, PaKind, Request, Source,
+    Tunables,
 };
 use serde::Serialize;
 
@@ -126,12 +127,21 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
     if let Some(stripe) = case.meta.mount_option("stripe") {
         t.set("stripe", stripe, &geo).map_err(setup)?;
     }
-    Allocator::builder(geo)
-        .used(&init.used_ranges())
-        .tunables(t)
-        .cpus(CAPTURE_CPUS)
-        .build()
-        .map_err(setup)
+    let builder = Allocator::builder(geo).tunables(t).cpus(CAPTURE_CPUS);
+    let builder = if case.meta.fresh_mount {
+        // Every buddy unbuilt, as after the capture's fresh mount; prefetch reads inline (the
+        // placements never depend on when a read completes, only on which groups are built).
+        let source = MemSource::new(geo, &init.used_ranges())
+            .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
+            .map_err(setup)?;
+        builder
+            .source(Box::new(source))
+            .lazy(true)
+            .prefetch_threads(0)
+    } else {
+        builder.used(&init.used_ranges())
+    };
+    builder.build().map_err(setup)
 }
 
 /// The request of record `r`; `extents`: the file is extent-mapped (on a filesystem made

@@ -225,6 +225,9 @@ impl Builder {
             #[cfg(test)]
             no_walk_shortcuts: false,
         };
+        for g in (0..n).filter(|&g| a.source.block_uninit(g)) {
+            a.bits(g).set(state::BLOCK_UNINIT);
+        }
         a.adopt_store_corruption();
         if !self.lazy {
             for g in 0..n {
@@ -443,7 +446,7 @@ impl Allocator {
             // Under the group lock: no other loader can clear it meanwhile.
             self.uninit.fetch_sub(1, Ordering::Relaxed);
         }
-        bits.clear(state::NEED_INIT | EVICTED);
+        bits.clear(state::NEED_INIT | state::BLOCK_UNINIT | EVICTED);
         self.note_loaded(grp.no);
         Ok(())
     }

@@ -13,6 +13,7 @@ use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Classes, SizeClass, Stage};
+use crate::state;
 use crate::stats::LocalStats;
 use crate::tunables::{KernelFlavor, Tunables};
 
@@ -539,8 +540,12 @@ impl Allocator {
                 if self.groups[g as usize].bb_free() > 0 && self.readahead.submit(g) {
                     stats.bump(|c| &c.bitmap_loads);
                     stats.bump(|c| &c.prefetch_loads);
-                    stats.bump(|c| &c.prefetch_ios);
-                    *ios += 1;
+                    // A BLOCK_UNINIT bitmap is computed at once: its buffer is up to date,
+                    // which ext4_mb_prefetch does not count as an I/O.
+                    if !self.bits(g).has(state::BLOCK_UNINIT) {
+                        stats.bump(|c| &c.prefetch_ios);
+                        *ios += 1;
+                    }
                 }
             }
             g = if g + 1 >= n { 0 } else { g + 1 };

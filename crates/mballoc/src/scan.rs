@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::request::{Criterion, Flags};
 use crate::size_class::{Claim, SizeClass};
+use crate::state;
 use crate::sync::MutexGuard;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
@@ -166,9 +167,11 @@ impl Allocator {
             return Ok(false);
         }
         if bits.need_init() {
+            // The cheap criteria do not wait for a bitmap read, except for the first group
+            // of a flex group (metadata goes there) and a group whose bitmap needs no read.
             let flex = self.geo.flex_bg_size();
             let first_of_flex = flex > 1 && grp.no.is_multiple_of(flex);
-            if !cr.expensive() && !first_of_flex {
+            if !cr.expensive() && !first_of_flex && !bits.has(state::BLOCK_UNINIT) {
                 return Ok(false);
             }
             self.load_group(grp.no)?;

@@ -12,6 +12,16 @@ use crate::geometry::Geometry;
 pub trait BitmapSource: Send + Sync {
     /// Free blocks of a group per its descriptor (cheap: no bitmap read).
     fn descriptor_free(&self, group: u32) -> u32;
+    /// Whether the group's descriptor is `EXT4_BG_BLOCK_UNINIT` on a filesystem with group
+    /// descriptor checksums (`metadata_csum` or `uninit_bg`): its bitmap was never written and
+    /// is computed from the layout, so reading it costs no I/O. ext4 treats such a group
+    /// differently while its buddy is not built yet: the cheap criteria load it instead of
+    /// passing it over (`ext4_mb_good_group_nolock`), and its prefetch is not counted against
+    /// `mb_prefetch_limit` (`ext4_mb_prefetch`). Default: no such groups.
+    fn block_uninit(&self, group: u32) -> bool {
+        let _ = group;
+        false
+    }
     /// Reads a group's bitmap (bit set = in use), `blocks_per_group` bits.
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error>;
     /// Stores a group's on-disk bitmap so that a later `read_bitmap` returns it (the group
@@ -29,6 +39,8 @@ pub struct MemSource {
     geo: Geometry,
     used: Vec<parking_lot::RwLock<Vec<(u32, u32)>>>,
     load_cost: Duration,
+    /// Groups whose descriptor says `BLOCK_UNINIT` (see [`BitmapSource::block_uninit`]).
+    block_uninit: Vec<bool>,
 }
 
 impl MemSource {
@@ -65,7 +77,29 @@ impl MemSource {
                 .map(parking_lot::RwLock::new)
                 .collect(),
             load_cost: Duration::ZERO,
+            block_uninit: vec![false; geo.group_count() as usize],
         })
+    }
+
+    /// Marks `groups` as `BLOCK_UNINIT` in their descriptors (see
+    /// [`BitmapSource::block_uninit`]), as on a freshly made filesystem: their used blocks
+    /// should be their metadata only. A group past the end is an error.
+    pub fn with_block_uninit(
+        mut self,
+        groups: impl IntoIterator<Item = u32>,
+    ) -> Result<Self, Error> {
+        for g in groups {
+            let count = self.geo.group_count();
+            let slot = self
+                .block_uninit
+                .get_mut(g as usize)
+                .ok_or(Error::NoSuchGroup {
+                    group: g,
+                    groups: count,
+                })?;
+            *slot = true;
+        }
+        Ok(self)
     }
 
     /// Makes every bitmap read wait `cost` (a stand-in for disk latency).
@@ -89,6 +123,12 @@ impl BitmapSource for MemSource {
         self.bitmap(group)
             .count_ones(0, self.geo.blocks_per_group())
             .abs_diff(self.geo.blocks_per_group())
+    }
+    fn block_uninit(&self, group: u32) -> bool {
+        self.block_uninit
+            .get(group as usize)
+            .copied()
+            .unwrap_or(false)
     }
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error> {
         if !self.load_cost.is_zero() {

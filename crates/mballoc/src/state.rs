@@ -17,6 +17,11 @@ pub const NEED_INIT: u32 = 1 << 0;
 pub const WAS_TRIMMED: u32 = 1 << 1;
 /// Block bitmap inconsistent: never allocated from, frees ignored.
 pub const BBITMAP_CORRUPT: u32 = 1 << 2;
+/// The descriptor's `EXT4_BG_BLOCK_UNINIT` (with group descriptor checksums), read from the
+/// source at build: the bitmap is computed, not read. Only looked at while `NEED_INIT` is set
+/// (the kernel clears the descriptor flag at the group's first allocation, which needs the
+/// buddy built), and cleared with it.
+pub const BLOCK_UNINIT: u32 = 1 << 3;
 
 /// `EXT4_GROUP_INFO_BBITMAP_READ_BIT` of every group: prefetch already issued once, never
 /// cleared. A bitset of its own, apart from the other state bits, because 6.18 sets it with an

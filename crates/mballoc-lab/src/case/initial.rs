@@ -138,6 +138,20 @@ impl InitialState {
             .collect()
     }
 
+    /// The groups whose descriptor is `BLOCK_UNINIT` on a filesystem with group descriptor
+    /// checksums (`metadata_csum` or `uninit_bg`); without checksums ext4 ignores the flag.
+    pub fn block_uninit_groups(&self) -> Vec<u32> {
+        let csum = self
+            .features
+            .iter()
+            .any(|f| f == "metadata_csum" || f == "uninit_bg");
+        self.groups
+            .iter()
+            .filter(|g| csum && g.flags.iter().any(|f| f == "BLOCK_UNINIT"))
+            .map(|g| g.group)
+            .collect()
+    }
+
     /// Total in-use blocks.
     pub fn used_blocks(&self) -> u64 {
         self.used_ranges().iter().map(|&(_, len)| len).sum()

@@ -37,6 +37,12 @@ pub struct Meta {
     /// Workload name and parameters, as written.
     pub workload: Option<Value>,
     pub aging: Option<Value>,
+    /// The traced mount was fresh (`scripts/capture_fresh.py`): mounted with
+    /// `no_prefetch_block_bitmaps` and nothing read `mb_groups` before the trace, so every
+    /// group's buddy was still unbuilt (`NEED_INIT`) when the workload started. Absent in the
+    /// other captures, whose capture read `mb_groups` (which builds every buddy) first.
+    #[serde(default)]
+    pub fresh_mount: bool,
 }
 
 impl Meta {

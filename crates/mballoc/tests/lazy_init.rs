@@ -1,0 +1,85 @@
+//! Groups whose buddy is not built yet, as on a freshly mounted filesystem (`Builder::lazy`):
+//! the cheap criteria do not wait for a bitmap read (`ext4_mb_good_group_nolock`) except in
+//! the first group of a flex group and in a `BLOCK_UNINIT` group, whose bitmap is computed; and
+//! prefetching a `BLOCK_UNINIT` group is no I/O (`ext4_mb_prefetch` counts only buffers that
+//! are not up to date).
+
+use mballoc::{Allocator, Criterion, Flags, Geometry, MemSource, Policy, Request};
+
+const BPG: u32 = 2048;
+
+/// Four lazily loaded groups of 2048 blocks, flex groups of four (so group 0 alone is a flex
+/// group's first), group 0 full; `block_uninit`: the groups whose descriptor says
+/// `BLOCK_UNINIT`. Prefetch reads run inline, so the test sees their counts at once.
+fn fresh(block_uninit: &[u32]) -> Allocator {
+    let geo = Geometry::new(4096, BPG, 4 * u64::from(BPG), 0, 4).unwrap();
+    let source = MemSource::new(geo, &[(0, u64::from(BPG))])
+        .unwrap()
+        .with_block_uninit(block_uninit.iter().copied())
+        .unwrap();
+    Allocator::builder(geo)
+        .lazy(true)
+        .prefetch_threads(0)
+        .cpus(1)
+        .tunables(Policy::Linux618.tunables(&geo, 1))
+        .source(Box::new(source))
+        .build()
+        .unwrap()
+}
+
+/// Eight blocks for a closed file, never preallocated: a power of two, so the search starts
+/// at CR_POWER2_ALIGNED, from group 0.
+fn eight_blocks() -> Request {
+    Request::new(12, 0, 8)
+        .with_goal(0)
+        .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
+        .with_i_size(8 * 4096)
+        .with_open_for_write(false)
+}
+
+#[test]
+fn cheap_criteria_pass_over_groups_whose_bitmap_needs_a_read() {
+    let a = fresh(&[]);
+    let got = a.allocate(&eight_blocks()).unwrap();
+    // Groups 1–3 need a read: passed over at every criterion below CR_GOAL_LEN_SLOW, whose
+    // linear pass loads group 1.
+    assert_eq!(got.criterion, Criterion::GoalLenSlow);
+    assert_eq!(got.extent.start / u64::from(BPG), 1);
+}
+
+#[test]
+fn a_block_uninit_group_is_loaded_at_the_cheap_criteria() {
+    let a = fresh(&[2]);
+    let got = a.allocate(&eight_blocks()).unwrap();
+    // Group 1 still needs a read and is passed over; group 2's bitmap is computed, so
+    // CR_POWER2_ALIGNED builds its buddy and allocates there.
+    assert_eq!(got.criterion, Criterion::Power2Aligned);
+    assert_eq!(got.extent.start / u64::from(BPG), 2);
+}
+
+#[test]
+fn prefetching_block_uninit_groups_is_no_io() {
+    let read = fresh(&[]);
+    read.allocate(&eight_blocks()).unwrap();
+    let computed = fresh(&[1, 2, 3]);
+    computed.allocate(&eight_blocks()).unwrap();
+    let (r, c) = (read.stats(), computed.stats());
+    // The first window (groups 0–3) prefetches the three groups with free blocks either way;
+    // only the ones that need a read count against mb_prefetch_limit.
+    assert_eq!((r.prefetch_loads, r.prefetch_ios), (3, 3));
+    assert_eq!((c.prefetch_loads, c.prefetch_ios), (3, 0));
+}
+
+#[test]
+fn a_source_rejects_a_block_uninit_group_past_the_end() {
+    let geo = Geometry::new(4096, BPG, 4 * u64::from(BPG), 0, 4).unwrap();
+    let err = MemSource::new(geo, &[])
+        .unwrap()
+        .with_block_uninit([4])
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "group 4 does not exist (the filesystem has 4 groups)"
+    );
+}
