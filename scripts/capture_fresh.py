@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Capture a kernel case on a fresh mount: no group's buddy built when tracing starts (root;
+not run by CI).
+
+usage: capture_fresh.py CAPTURE_CASE_ARGS...    (--mount-opts must hold no_prefetch_block_bitmaps)
+
+`../shared/kernel-lab/capture_case.py` builds every group's buddy before the traced workload
+starts, twice over: it mounts with the default `prefetch_block_bitmaps`, so the ext4lazyinit
+thread reads and initialises every group in the background right after the mount (on 4 GiB
+within 0.2 s of it, but timing-dependent), and it reads `/proc/fs/ext4/<dev>/mb_groups` on the
+traced mount for its cross-check, which loads every group's buddy. So no stored case shows the
+lazy paths: `ext4_mb_good_group_nolock` passing over a group that is still
+`EXT4_GROUP_INFO_NEED_INIT` at CR_POWER2_ALIGNED and CR_GOAL_LEN_FAST (unless it is the first
+group of its flex group, or BLOCK_UNINIT with group-descriptor checksums), and
+`ext4_mb_prefetch` / `ext4_mb_prefetch_fini` reading and initialising groups a prefetch window
+at a time.
+
+This wrapper runs capture_case unchanged except that
+  * it refuses to run unless `--mount-opts` contains `no_prefetch_block_bitmaps` (the option
+    then applies to the aging mount too, if any, and to the traced mount);
+  * the traced mount's `dump_state.py --mb-groups` check runs without `--mb-groups`, so
+    `mb_groups` is never read: `initial_state.json` then has `kernel_mb_groups: null` for
+    every group and `kernel_cross_check: false` (the free extents still come from the
+    unmounted image, as for every case);
+  * a second private trace instance (`klab-loads`, same `mono` clock, dev filter) records
+    `ext4_read_block_bitmap_load`, `ext4_mb_bitmap_load`, `ext4_mb_buddy_bitmap_load` and
+    `ext4_prefetch_bitmaps` from before the traced mount until just before its umount. They
+    stay out of `trace.txt` (whose parser counts unknown events as unparsed);
+    `meta.json` → `fresh_mount_loads` gets a summary: loads before the workload's first step
+    (0 for a fresh mount), and for every buddy built, the group and the allocation record
+    (`seq` in `allocs.jsonl`) during which it was built;
+  * `meta.json` → `fresh_mount: true` (the replay builds its allocator lazily for such a case)
+    and `fresh_mount_note`;
+  * `meta.json` → `capture_cmd` holds the command (`--out-dir DIR`, without `--tag` and `--desc`).
+
+Capture twice and compare with `determinism.py --compare-cases A B` before storing a case.
+"""
+import collections
+import contextlib
+import json
+import os
+import re
+import shlex
+import sys
+
+LAB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "kernel-lab")
+sys.path.insert(0, LAB)
+import capture_case  # noqa: E402
+import klab  # noqa: E402
+
+OPTION = "no_prefetch_block_bitmaps"
+LOAD_EVENTS = ["ext4:ext4_read_block_bitmap_load", "ext4:ext4_mb_bitmap_load",
+               "ext4:ext4_mb_buddy_bitmap_load", "ext4:ext4_prefetch_bitmaps"]
+LOAD_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+"
+                       r"(?P<ts>[\d.]+):\s+(?P<ev>\w+):\s+dev \d+,\d+ group (?P<group>\d+)"
+                       r"(?: prefetch (?P<prefetch>\d))?")
+SHORT = {"ext4_read_block_bitmap_load": "bitmap_read", "ext4_mb_bitmap_load": "bitmap_load",
+         "ext4_mb_buddy_bitmap_load": "buddy_load", "ext4_prefetch_bitmaps": "lazyinit_prefetch"}
+
+
+def arg(argv, name):
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def capture_cmd(argv):
+    """The command as meta.json records it: `--out-dir DIR`, without `--tag` and `--desc` (the
+    description is meta.json's `description`)."""
+    cmd, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--out-dir", "--tag", "--desc"):
+            skip = True
+            if a == "--out-dir":
+                cmd += ["--out-dir", "DIR"]
+        elif a.startswith("--out-dir="):
+            cmd.append("--out-dir=DIR")
+        elif not a.startswith(("--tag=", "--desc=")):
+            cmd.append(shlex.quote(a))
+    return "python3 scripts/capture_fresh.py " + " ".join(cmd)
+
+
+def parse_loads(path):
+    out = []
+    for line in open(path):
+        m = LOAD_LINE.match(line)
+        if m:
+            ev = {"ts": float(m["ts"]), "pid": int(m["pid"]), "comm": m["comm"].strip(),
+                  "event": SHORT[m["ev"]], "group": int(m["group"])}
+            if m["prefetch"] is not None:
+                ev["prefetch"] = int(m["prefetch"])
+            out.append(ev)
+    return out
+
+
+def summarise(loads, out_dir):
+    """Where each load falls: before the workload, or during which allocation."""
+    recs = [json.loads(l) for l in open(os.path.join(out_dir, "allocs.jsonl"))]
+    begin = min(r["ts"] for r in recs if r["type"] == "marker")
+    allocs = [r for r in recs if r["type"] == "alloc"]
+    groups = json.load(open(os.path.join(out_dir, "meta.json")))["geometry"]["group_count"]
+
+    def during(ev):
+        for r in allocs:
+            if r["pid"] == ev["pid"] and r["ts"] <= ev["ts"] <= r.get("ts_end", r["ts"]):
+                return r["seq"]
+        return None
+
+    built = collections.OrderedDict()
+    rows = []
+    for ev in loads:
+        seq = during(ev)
+        row = [ev["event"], ev["group"], seq]
+        rows.append(row + [ev["prefetch"]] if "prefetch" in ev else row)
+        if ev["event"] == "buddy_load" and ev["group"] not in built:
+            built[ev["group"]] = seq
+    first_alloc = allocs[0]["seq"] if allocs else None
+    return {
+        "loads_before_workload": sum(1 for ev in loads if ev["ts"] < begin),
+        "lazyinit_prefetch_events": sum(1 for ev in loads if ev["event"] == "lazyinit_prefetch"),
+        "loads_outside_allocations": sum(1 for r in rows if r[2] is None),
+        "groups_built": len(built),
+        "groups_never_built": [g for g in range(groups) if g not in built],
+        "built_by_first_allocation": [g for g, s in built.items() if s == first_alloc],
+        "first_allocation_seq": first_alloc,
+        "buddy_built_during_alloc_seq": {str(g): s for g, s in built.items()},
+        "load_events": rows,
+        "load_events_format": "[event, group, seq of the allocation record (allocs.jsonl) "
+                              "during which it fired (null: outside any request), prefetch "
+                              "flag of bitmap_read]; bitmap_read = ext4_read_block_bitmap_load "
+                              "(I/O submitted; none for a BLOCK_UNINIT group, initialised in "
+                              "memory), bitmap_load / buddy_load = ext4_mb_bitmap_load / "
+                              "ext4_mb_buddy_bitmap_load (ext4_mb_init_cache: the group's "
+                              "bitmap and buddy pages built; a group's first buddy_load is "
+                              "its init, which clears NEED_INIT)",
+    }
+
+
+def main():
+    argv = sys.argv[1:]
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.exit(__doc__)
+    opts = arg(argv, "--mount-opts") or ""
+    if OPTION not in opts.split(","):
+        sys.exit("capture_fresh.py: --mount-opts must contain %s (got %r): with the default "
+                 "prefetch_block_bitmaps the ext4lazyinit thread builds every group's buddy "
+                 "right after the mount" % (OPTION, opts or "(defaults)"))
+    out_dir = arg(argv, "--out-dir")
+    if not out_dir:
+        sys.exit("capture_fresh.py: --out-dir is required")
+    out_dir = os.path.abspath(out_dir)
+    loads_txt = os.path.join(out_dir, ".loads.txt")
+
+    # 1. no mb_groups read on the traced mount
+    plain_run_py = capture_case.run_py
+    skipped = []
+
+    def run_py(args, **kw):
+        if "--mb-groups" in args:
+            i = args.index("--mb-groups")
+            skipped.append(args[i + 1])
+            args = args[:i] + args[i + 2:]
+        return plain_run_py(args, **kw)
+
+    capture_case.run_py = run_py
+
+    # 2. a second trace instance for buddy/bitmap loads around the traced mount
+    plain_mounted = klab.mounted
+    # Read-write mounts before the traced one: the aging churn's, when there is one.
+    before_traced = [1 if "--age-params" in argv else 0]
+
+    @contextlib.contextmanager
+    def mounted(dev, mnt, fstype="ext4", opts=None):
+        if "ro" in (opts or "").split(","):
+            with plain_mounted(dev, mnt, fstype, opts) as m:
+                yield m
+            return
+        if before_traced[0] > 0:
+            before_traced[0] -= 1
+            with plain_mounted(dev, mnt, fstype, opts) as m:
+                yield m
+            return
+        filt = "dev == %d" % klab.dev_t(dev)
+        with klab.TraceInstance(LOAD_EVENTS, filt=filt, buffer_kb=4096, name="klab-loads") as t:
+            t.on()
+            with plain_mounted(dev, mnt, fstype, opts) as m:
+                yield m
+                t.off()
+                if t.overruns():
+                    raise RuntimeError("klab-loads trace instance lost events")
+                t.save(loads_txt)
+
+    klab.mounted = mounted
+
+    sys.argv = [os.path.join(LAB, "capture_case.py")] + argv
+    capture_case.main()
+
+    if len(skipped) != 1 or not os.path.exists(loads_txt):
+        sys.exit("capture_fresh.py: the traced mount was not found (mb_groups reads skipped: "
+                 "%d, load trace: %s)" % (len(skipped), os.path.exists(loads_txt)))
+    loads = parse_loads(loads_txt)
+    os.unlink(loads_txt)
+    meta_p = os.path.join(out_dir, "meta.json")
+    meta = json.load(open(meta_p), object_pairs_hook=collections.OrderedDict)
+    summary = summarise(loads, out_dir)
+    meta["fresh_mount"] = True
+    meta["fresh_mount_note"] = (
+        "no mb_groups read and no_prefetch_block_bitmaps: every group NEED_INIT when tracing "
+        "starts (so initial_state.json has kernel_mb_groups null and kernel_cross_check false); "
+        "fresh_mount_loads: the buddy and bitmap loads traced on that mount")
+    meta["fresh_mount_loads"] = summary
+    meta["capture_cmd"] = capture_cmd(argv)
+    with open(meta_p, "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    brief = {k: v for k, v in summary.items()
+             if k not in ("load_events", "load_events_format", "buddy_built_during_alloc_seq")}
+    print(json.dumps({"fresh_mount_loads": brief}))
+
+
+if __name__ == "__main__":
+    main()
