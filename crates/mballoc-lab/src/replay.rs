@@ -44,6 +44,12 @@ pub struct CaseReport {
     /// Operations after which the blocks handed back from preallocations differ from the
     /// kernel's `pa_release` records (see [`ReleaseCheck`]).
     pub release_mismatches: u64,
+    /// Groups whose buddy build was compared with the kernel's (fresh-mount captures only,
+    /// see [`BuildCheck`]; 0 elsewhere).
+    pub buddy_builds_checked: u64,
+    /// Of those, the groups whose buddy we built during another request than the kernel did
+    /// (or never).
+    pub buddy_build_mismatches: u64,
     pub mismatches: Vec<Mismatch>,
 }
 
@@ -176,9 +182,12 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
         free_errors: 0,
         final_diff_blocks: 0,
         release_mismatches: 0,
+        buddy_builds_checked: 0,
+        buddy_build_mismatches: 0,
         mismatches: Vec::new(),
     };
     let mut releases = ReleaseCheck::default();
+    let mut builds = BuildCheck::new(case, &a);
     let extents = case.initial.features.iter().any(|f| f == "extent");
     for rec in &case.records {
         if ReleaseCheck::settles_at(rec) && !releases.settle(&a) {
@@ -211,6 +220,12 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             }
             _ => {}
         }
+        if let Some(b) = &mut builds {
+            b.note(&a, rec.seq());
+        }
+    }
+    if let Some(b) = &builds {
+        (rep.buddy_builds_checked, rep.buddy_build_mismatches) = b.outcome();
     }
     if !releases.settle(&a) {
         rep.release_mismatches += 1;
@@ -218,6 +233,58 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
     rep.agreement = ratio(rep.matched, rep.allocs);
     rep.final_diff_blocks = final_difference(case, &a);
     Ok(rep)
+}
+
+/// On a fresh-mount capture (every buddy unbuilt when the trace starts), the record during
+/// which each group's buddy was built: the kernel's, traced (`meta.json` →
+/// `fresh_mount_loads`), against ours, noted after every record. Which groups a request
+/// builds, and when, is the lazy path itself: the first group of a flex group or a
+/// `BLOCK_UNINIT` one at the cheap criteria, any at CR_GOAL_LEN_SLOW, and the rest of a
+/// prefetch window when the request ends (`ext4_mb_prefetch_fini`).
+struct BuildCheck {
+    /// Group → `seq` of the allocation during which the kernel built it.
+    kernel: std::collections::BTreeMap<u32, u64>,
+    /// Group → `seq` of the record after which ours was first seen built.
+    ours: Vec<Option<u64>>,
+}
+
+impl BuildCheck {
+    /// The check for `case`, if it is a fresh-mount capture with traced builds all inside
+    /// allocations.
+    fn new(case: &Case, a: &Allocator) -> Option<BuildCheck> {
+        let loads = case.meta.fresh_mount_loads.as_ref()?;
+        if !case.meta.fresh_mount || loads.loads_outside_allocations > 0 {
+            return None;
+        }
+        let kernel = loads
+            .buddy_built_during_alloc_seq
+            .iter()
+            .filter_map(|(g, &seq)| Some((g.parse().ok()?, seq)))
+            .collect();
+        let groups = a.geometry().group_count() as usize;
+        Some(BuildCheck {
+            kernel,
+            ours: vec![None; groups],
+        })
+    }
+
+    /// Marks the groups first seen built after record `seq`.
+    fn note(&mut self, a: &Allocator, seq: u64) {
+        for (g, at) in (0u32..).zip(self.ours.iter_mut()) {
+            if at.is_none() && a.buddy_built(g).unwrap_or(false) {
+                *at = Some(seq);
+            }
+        }
+    }
+
+    /// (groups compared, groups whose build differs).
+    fn outcome(&self) -> (u64, u64) {
+        let differ = (0u32..)
+            .zip(&self.ours)
+            .filter(|&(g, ours)| self.kernel.get(&g).copied() != *ours)
+            .count();
+        (self.ours.len() as u64, differ as u64)
+    }
 }
 
 /// Blocks handed back from preallocations: the kernel's (`pa_release` records) against ours

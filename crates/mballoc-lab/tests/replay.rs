@@ -22,9 +22,9 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
-        31,
-        "the ten public cases, the fourteen of session 12 and the seven of session 13 \
-         (kernel-cases/README.md)"
+        33,
+        "the ten public cases, the fourteen of session 12, the seven of session 13 and the \
+         two fresh-mount captures of session 14 (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
@@ -42,8 +42,33 @@ fn every_public_case_matches_the_kernel_exactly() {
         assert_eq!(c.free_errors, 0, "{}", c.name);
         assert_eq!(c.release_mismatches, 0, "{}: PA releases", c.name);
         assert_eq!(c.final_diff_blocks, 0, "{}: final free space", c.name);
+        assert_eq!(c.buddy_build_mismatches, 0, "{}: buddy builds", c.name);
     }
     assert_eq!(rep.agreement, 1.0);
+}
+
+/// The fresh-mount captures test the lazy path: every group's buddy is built during the same
+/// request as in the kernel, and replayed from an allocator with every buddy built at the
+/// start (what a capture that read `mb_groups` would have given) the aged one diverges.
+#[test]
+fn fresh_mount_cases_check_the_lazy_path() {
+    let Some(dir) = traces() else { return };
+    for name in ["fresh-4g-falloc", "fresh-aged-4g-run"] {
+        let case = Case::load(dir.join(name)).unwrap();
+        assert!(case.meta.fresh_mount, "{name}");
+        let rep = replay_case(&case).unwrap();
+        let groups = u64::from(case.initial.group_count);
+        assert_eq!(
+            (rep.buddy_builds_checked, rep.buddy_build_mismatches),
+            (groups, 0),
+            "{name}"
+        );
+    }
+    let mut built = Case::load(dir.join("fresh-aged-4g-run")).unwrap();
+    built.meta.fresh_mount = false;
+    let rep = replay_case(&built).unwrap();
+    assert!(rep.matched < rep.allocs, "{rep:?}");
+    assert_eq!(rep.buddy_builds_checked, 0);
 }
 
 /// The stored cases reach every criterion of the kernel's scan, and the best-found extent
@@ -158,6 +183,16 @@ fn buddies_match_the_kernel_mb_groups() {
     let Some(dir) = traces() else { return };
     for path in mballoc_lab::case::find_cases(&[dir]).unwrap() {
         let case = Case::load(&path).unwrap();
+        if case.meta.fresh_mount {
+            // Read before the trace, `mb_groups` would have built every buddy: a fresh
+            // capture does without it.
+            assert!(case
+                .initial
+                .groups
+                .iter()
+                .all(|g| g.kernel_mb_groups.is_none()));
+            continue;
+        }
         let a = mballoc_lab::replay::allocator_for(&case).unwrap();
         for g in &case.initial.groups {
             let k = g

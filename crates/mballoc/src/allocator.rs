@@ -317,6 +317,18 @@ impl Allocator {
         self.stats.snapshot(self.geo.group_count())
     }
 
+    /// Whether group `g`'s buddy has been built (`!EXT4_MB_GRP_NEED_INIT`), without building
+    /// it. A lazily built allocator builds a group's buddy when a request or free first needs
+    /// it or when a prefetch window is finished (`ext4_mb_prefetch_fini`); a group the cache
+    /// has since evicted counts as built, as the kernel never drops a buddy.
+    pub fn buddy_built(&self, g: u32) -> Result<bool, Error> {
+        let groups = self.geo.group_count();
+        if g >= groups {
+            return Err(Error::NoSuchGroup { group: g, groups });
+        }
+        Ok(!self.bits(g).need_init())
+    }
+
     /// One group's state (loads its bitmap if needed, like reading `mb_groups`). A group whose
     /// bitmap failed its checksum shows as corrupt and not loaded.
     pub fn group(&self, g: u32) -> Result<GroupSnapshot, Error> {

@@ -43,6 +43,19 @@ pub struct Meta {
     /// other captures, whose capture read `mb_groups` (which builds every buddy) first.
     #[serde(default)]
     pub fresh_mount: bool,
+    /// On a fresh mount, the buddy builds the capture traced (`ext4_mb_buddy_bitmap_load`).
+    pub fresh_mount_loads: Option<FreshMountLoads>,
+}
+
+/// The buddy builds of a fresh-mount capture (`scripts/capture_fresh.py`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FreshMountLoads {
+    /// Group number (as a string, a JSON object's key) → `seq` of the allocation record
+    /// during whose request the kernel built that group's buddy.
+    pub buddy_built_during_alloc_seq: BTreeMap<String, u64>,
+    /// Builds outside any allocation (mount, frees, other tasks): the check needs none.
+    #[serde(default)]
+    pub loads_outside_allocations: u64,
 }
 
 impl Meta {

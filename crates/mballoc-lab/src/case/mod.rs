@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 pub use error::CaseError;
 pub use final_state::{FinalGroup, FinalState};
 pub use initial::{GroupState, InitialState, InodeInfo, KernelMbGroup};
-pub use meta::{Counts, Meta, MetaGeometry};
+pub use meta::{Counts, FreshMountLoads, Meta, MetaGeometry};
 pub use records::{
     AllocCtx, AllocExtent, AllocRecord, AllocSource, CommitPhase, CommitRecord, ContextKind,
     ContextRecord, DiscardAllPasEnospcRecord, DiscardInodePasRecord, FreeRecord, GroupExtent,

@@ -52,23 +52,34 @@ fn release_cell(mismatches: u64) -> String {
     }
 }
 
+/// `-` where the case has no traced buddy builds, `ok`, or how many groups were built in
+/// another request than the kernel's.
+fn builds_cell(checked: u64, mismatches: u64) -> String {
+    match (checked, mismatches) {
+        (0, _) => "-".into(),
+        (_, 0) => "ok".into(),
+        (_, m) => format!("{m} diff"),
+    }
+}
+
 /// One row per case, a total, then up to `show` mismatches per case.
 pub fn render(rep: &ReplayReport, show: usize) -> String {
     let mut s = format!(
-        "{:<22} {:>7} {:>7} {:>9} {:>6} {:>10} {:>9}\n",
-        "case", "allocs", "matched", "agreement", "path", "final_diff", "pa_release"
+        "{:<22} {:>7} {:>7} {:>9} {:>6} {:>10} {:>9} {:>8}\n",
+        "case", "allocs", "matched", "agreement", "path", "final_diff", "pa_release", "buddies"
     );
     for c in &rep.cases {
         let _ = writeln!(
             s,
-            "{:<22} {:>7} {:>7} {:>8.2}% {:>6} {:>10} {:>9}",
+            "{:<22} {:>7} {:>7} {:>8.2}% {:>6} {:>10} {:>9} {:>8}",
             c.name,
             c.allocs,
             c.matched,
             100.0 * c.agreement,
             c.path_matched,
             c.final_diff_blocks,
-            release_cell(c.release_mismatches)
+            release_cell(c.release_mismatches),
+            builds_cell(c.buddy_builds_checked, c.buddy_build_mismatches)
         );
     }
     let _ = writeln!(
