@@ -2,7 +2,8 @@
 """Capture a kernel case on a fresh mount: no group's buddy built when tracing starts (root;
 not run by CI).
 
-usage: capture_fresh.py CAPTURE_CASE_ARGS...    (--mount-opts must hold no_prefetch_block_bitmaps)
+usage: capture_fresh.py [--prep STEPS] [--tunables NAME=VALUE,...] CAPTURE_CASE_ARGS...
+       (--mount-opts must hold no_prefetch_block_bitmaps)
 
 `../shared/kernel-lab/capture_case.py` builds every group's buddy before the traced workload
 starts, twice over: it mounts with the default `prefetch_block_bitmaps`, so the ext4lazyinit
@@ -33,6 +34,18 @@ This wrapper runs capture_case unchanged except that
     and `fresh_mount_note`;
   * `meta.json` → `capture_cmd` holds the command (`--out-dir DIR`, without `--tag` and `--desc`).
 
+Two options of this wrapper (neither given: the behaviour above, unchanged):
+  * `--prep STEPS`: right after mkfs, an untraced mount (the same `--mount-opts`, default
+    tunables) runs `scripts/step_workload.py MNT STEPS` (mkdir / falloc / write / unlink /
+    syncfs steps), then umounts; everything else (`--age-params` too, if given) follows as
+    usual. A file written there and unlinked leaves its groups written (BLOCK_UNINIT cleared)
+    but free, so the traced fresh mount starts with chosen groups unbuilt and not
+    BLOCK_UNINIT. `meta.json` → `aging` (the image is aged, if only a little; with
+    `--age-params` too, `aging` → `prep_before`);
+  * `--tunables NAME=VALUE,...`: written to `/sys/fs/ext4/<dev>/` right after the traced mount
+    (as `capture_tuned.py` does), before capture_case reads `mballoc_tunables` and before the
+    trace starts; the prep and aging mounts keep the defaults. `meta.json` → `tunables_written`.
+
 Capture twice and compare with `determinism.py --compare-cases A B` before storing a case.
 """
 import collections
@@ -41,7 +54,9 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
+import time
 
 LAB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "kernel-lab")
 sys.path.insert(0, LAB)
@@ -56,6 +71,29 @@ LOAD_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+
                        r"(?: prefetch (?P<prefetch>\d))?")
 SHORT = {"ext4_read_block_bitmap_load": "bitmap_read", "ext4_mb_bitmap_load": "bitmap_load",
          "ext4_mb_buddy_bitmap_load": "buddy_load", "ext4_prefetch_bitmaps": "lazyinit_prefetch"}
+
+
+def take(argv, name):
+    """Remove `name VALUE` (or `name=VALUE`) from argv and return VALUE (None if absent)."""
+    for i, a in enumerate(argv):
+        if a == name and i + 1 < len(argv):
+            value = argv[i + 1]
+            del argv[i:i + 2]
+            return value
+        if a.startswith(name + "="):
+            del argv[i]
+            return a.split("=", 1)[1]
+    return None
+
+
+def parse_tunables(spec):
+    tun = collections.OrderedDict()
+    for item in spec.split(","):
+        name, _, value = item.partition("=")
+        if not name or not value.isdigit():
+            sys.exit("capture_fresh.py: bad tunable %r: want NAME=VALUE" % item)
+        tun[name] = value
+    return tun
 
 
 def arg(argv, name):
@@ -142,9 +180,13 @@ def summarise(loads, out_dir):
 
 
 def main():
-    argv = sys.argv[1:]
-    if not argv or argv[0] in ("-h", "--help"):
+    full_argv = sys.argv[1:]
+    if not full_argv or full_argv[0] in ("-h", "--help"):
         sys.exit(__doc__)
+    argv = list(full_argv)
+    prep = take(argv, "--prep")
+    tun_spec = take(argv, "--tunables")
+    tunables = parse_tunables(tun_spec) if tun_spec else None
     opts = arg(argv, "--mount-opts") or ""
     if OPTION not in opts.split(","):
         sys.exit("capture_fresh.py: --mount-opts must contain %s (got %r): with the default "
@@ -169,8 +211,33 @@ def main():
 
     capture_case.run_py = run_py
 
-    # 2. a second trace instance for buddy/bitmap loads around the traced mount
     plain_mounted = klab.mounted
+    prep_meta = {}
+
+    # 2. the untraced preparation (--prep), right after mkfs
+    if prep is not None:
+        plain_mkfs = klab.mkfs_ext4
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "step_workload.py")
+
+        def mkfs_then_prep(img, size, *a, **kw):
+            plain_mkfs(img, size, *a, **kw)
+            mnt = "/mnt/%s-prep" % os.path.basename(img)[:-4]
+            with klab.loopdev(img) as dev:
+                with plain_mounted(dev, mnt, "ext4", opts):
+                    t1 = time.time()
+                    subprocess.run([sys.executable, script, mnt, prep], check=True)
+                    prep_meta.update({
+                        "workload": "step_workload", "params": {"steps": prep.split(",")},
+                        "cmd": "python3 scripts/step_workload.py <MNT> '%s'" % prep,
+                        "mount_opts": opts, "seconds": round(time.time() - t1, 2),
+                        "note": "capture_fresh.py --prep: untraced, right after mkfs, default "
+                                "tunables; then syncfs, umount; the initial state is taken "
+                                "after this (and after the churn, if any)"})
+
+        klab.mkfs_ext4 = mkfs_then_prep
+
+    # 3. a second trace instance for buddy/bitmap loads around the traced mount (and the
+    # --tunables written right after that mount)
     # Read-write mounts before the traced one: the aging churn's, when there is one.
     before_traced = [1 if "--age-params" in argv else 0]
 
@@ -189,6 +256,10 @@ def main():
         with klab.TraceInstance(LOAD_EVENTS, filt=filt, buffer_kb=4096, name="klab-loads") as t:
             t.on()
             with plain_mounted(dev, mnt, fstype, opts) as m:
+                if tunables:
+                    for name, value in tunables.items():
+                        with open("/sys/fs/ext4/%s/%s" % (klab.devname(dev), name), "w") as f:
+                            f.write(value)
                 yield m
                 t.off()
                 if t.overruns():
@@ -214,7 +285,16 @@ def main():
         "starts (so initial_state.json has kernel_mb_groups null and kernel_cross_check false); "
         "fresh_mount_loads: the buddy and bitmap loads traced on that mount")
     meta["fresh_mount_loads"] = summary
-    meta["capture_cmd"] = capture_cmd(argv)
+    if prep is not None:
+        # Recorded as aging: the image is no longer as mkfs left it when the initial state is
+        # taken (the mkfs-layout test compares every capture without `aging` with mkfs).
+        if "aging" in meta:
+            meta["aging"]["prep_before"] = prep_meta
+        else:
+            meta["aging"] = prep_meta
+    if tunables:
+        meta["tunables_written"] = {k: int(v) for k, v in tunables.items()}
+    meta["capture_cmd"] = capture_cmd(full_argv)
     with open(meta_p, "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
