@@ -242,25 +242,20 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
 /// `BLOCK_UNINIT` one at the cheap criteria, any at CR_GOAL_LEN_SLOW, and the rest of a
 /// prefetch window when the request ends (`ext4_mb_prefetch_fini`).
 struct BuildCheck {
-    /// Group → `seq` of the allocation during which the kernel built it.
+    /// Group → `seq` of the allocation (or free) during which the kernel built it.
     kernel: std::collections::BTreeMap<u32, u64>,
     /// Group → `seq` of the record after which ours was first seen built.
     ours: Vec<Option<u64>>,
 }
 
 impl BuildCheck {
-    /// The check for `case`, if it is a fresh-mount capture with traced builds all inside
-    /// allocations.
+    /// The check for `case`, if it is a fresh-mount capture whose traced builds all fell
+    /// inside records the replay runs ([`case::FreshMountLoads::builds`]).
     fn new(case: &Case, a: &Allocator) -> Option<BuildCheck> {
-        let loads = case.meta.fresh_mount_loads.as_ref()?;
-        if !case.meta.fresh_mount || loads.loads_outside_allocations > 0 {
+        if !case.meta.fresh_mount {
             return None;
         }
-        let kernel = loads
-            .buddy_built_during_alloc_seq
-            .iter()
-            .filter_map(|(g, &seq)| Some((g.parse().ok()?, seq)))
-            .collect();
+        let kernel = case.meta.fresh_mount_loads.as_ref()?.builds()?;
         let groups = a.geometry().group_count() as usize;
         Some(BuildCheck {
             kernel,

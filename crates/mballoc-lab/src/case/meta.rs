@@ -53,9 +53,36 @@ pub struct FreshMountLoads {
     /// Group number (as a string, a JSON object's key) → `seq` of the allocation record
     /// during whose request the kernel built that group's buddy.
     pub buddy_built_during_alloc_seq: BTreeMap<String, u64>,
-    /// Builds outside any allocation (mount, frees, other tasks): the check needs none.
+    /// Builds outside any allocation (mount, frees, other tasks).
     #[serde(default)]
     pub loads_outside_allocations: u64,
+    /// Group → `seq` of the record, allocation or free, during which the kernel built it (a
+    /// free into an unbuilt group builds it: `ext4_mb_clear_bb` loads the buddy). Absent in
+    /// captures made before frees were attributed.
+    pub buddy_built_during_seq: Option<BTreeMap<String, u64>>,
+    /// Loads during no allocation and no free.
+    pub loads_outside_records: Option<u64>,
+}
+
+impl FreshMountLoads {
+    /// Group → `seq` of the record during which the kernel built its buddy, if every traced
+    /// build fell inside a record the replay can attribute: allocations and frees where the
+    /// capture attributed frees, allocations alone otherwise.
+    pub fn builds(&self) -> Option<BTreeMap<u32, u64>> {
+        let (map, outside) = match (&self.buddy_built_during_seq, self.loads_outside_records) {
+            (Some(map), Some(outside)) => (map, outside),
+            _ => (
+                &self.buddy_built_during_alloc_seq,
+                self.loads_outside_allocations,
+            ),
+        };
+        if outside > 0 {
+            return None;
+        }
+        map.iter()
+            .map(|(g, &seq)| Some((g.parse().ok()?, seq)))
+            .collect()
+    }
 }
 
 impl Meta {

@@ -317,3 +317,21 @@ fn find_cases_lists_case_dirs_sorted() {
         Err(CaseError::Io { .. })
     ));
 }
+
+/// Which traced builds the replay compares: allocations and frees where the capture
+/// attributed frees, allocations alone before that, and none when a build fell outside them.
+#[test]
+fn fresh_mount_builds_prefer_the_record_attribution() {
+    let loads = |json: &str| serde_json::from_str::<FreshMountLoads>(json).unwrap();
+    let old = loads(r#"{"buddy_built_during_alloc_seq": {"3": 10, "4": 12}}"#);
+    assert_eq!(old.builds(), Some([(3, 10), (4, 12)].into()));
+    let both = loads(
+        r#"{"buddy_built_during_alloc_seq": {"3": 10}, "loads_outside_allocations": 1,
+            "buddy_built_during_seq": {"3": 10, "7": 5}, "loads_outside_records": 0}"#,
+    );
+    assert_eq!(both.builds(), Some([(3, 10), (7, 5)].into()));
+    let outside = loads(r#"{"buddy_built_during_alloc_seq": {}, "loads_outside_allocations": 2}"#);
+    assert_eq!(outside.builds(), None);
+    let bad_key = loads(r#"{"buddy_built_during_alloc_seq": {"x": 1}}"#);
+    assert_eq!(bad_key.builds(), None);
+}
