@@ -4,6 +4,7 @@ not run by CI).
 
 usage: capture_fresh.py [--prep STEPS] [--tunables NAME=VALUE,...] CAPTURE_CASE_ARGS...
        (--mount-opts must hold no_prefetch_block_bitmaps)
+       capture_fresh.py --rederive CASE_DIR...   (add the record keys to an older capture)
 
 `../shared/kernel-lab/capture_case.py` builds every group's buddy before the traced workload
 starts, twice over: it mounts with the default `prefetch_block_bitmaps`, so the ext4lazyinit
@@ -29,7 +30,11 @@ This wrapper runs capture_case unchanged except that
     stay out of `trace.txt` (whose parser counts unknown events as unparsed);
     `meta.json` → `fresh_mount_loads` gets a summary: loads before the workload's first step
     (0 for a fresh mount), and for every buddy built, the group and the allocation record
-    (`seq` in `allocs.jsonl`) during which it was built;
+    (`seq` in `allocs.jsonl`) during which it was built (`buddy_built_during_alloc_seq`), and
+    the record, allocation or free, during which it was built (`buddy_built_during_seq`: a
+    free into an unbuilt group builds it at once, `ext4_free_blocks` -> `ext4_mb_clear_bb` ->
+    `ext4_mb_load_buddy_gfp`; the free's span is taken from `trace.txt`, see
+    `BUILT_DURING_FORMAT`), with `loads_outside_records` (loads in neither);
   * `meta.json` → `fresh_mount: true` (the replay builds its allocator lazily for such a case)
     and `fresh_mount_note`;
   * `meta.json` → `capture_cmd` holds the command (`--out-dir DIR`, without `--tag` and `--desc`).
@@ -50,6 +55,7 @@ Capture twice and compare with `determinism.py --compare-cases A B` before stori
 """
 import collections
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -136,11 +142,62 @@ def parse_loads(path):
     return out
 
 
+TRACE_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?"
+                        r"\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>[\d.]+):\s+(?P<ev>\w+):")
+
+
+def trace_events_by_pid(out_dir):
+    """pid -> [(ts, event name), ...] of the main trace (`trace.txt.gz`, or `trace.txt`), in
+    trace order: what brackets a free's kernel work."""
+    path = os.path.join(out_dir, "trace.txt.gz")
+    if os.path.exists(path):
+        f = gzip.open(path, "rt")
+    else:
+        f = open(os.path.join(out_dir, "trace.txt"))
+    by_pid = collections.defaultdict(list)
+    with f:
+        for line in f:
+            m = TRACE_LINE.match(line)
+            if m:
+                by_pid[int(m["pid"])].append((float(m["ts"]), m["ev"]))
+    return by_pid
+
+
+def free_spans(recs, out_dir):
+    """For every `free` record of allocs.jsonl: (record, start, end, groups, last mballoc_free).
+    A free record is one `ext4_free_blocks` event (its `ts`) and the `ext4_mballoc_free`
+    events that follow it on the same pid (its `extents`, one per group). Its kernel work
+    (`ext4_free_blocks` -> `ext4_mb_clear_bb` -> `ext4_mb_load_buddy_gfp`, which builds an
+    unbuilt group at once) lasts until the next event of that pid in the main trace that is
+    not one of its `ext4_mballoc_free`s (none: the end of the trace)."""
+    frees = [r for r in recs if r["type"] == "free"]
+    if not frees:
+        return []
+    by_pid = trace_events_by_pid(out_dir)
+    spans = []
+    for r in frees:
+        evs = by_pid.get(r["pid"], [])
+        i = next((k for k, (ts, ev) in enumerate(evs)
+                  if ev == "ext4_free_blocks" and abs(ts - r["ts"]) < 5e-7), None)
+        if i is None:
+            raise RuntimeError("capture_fresh.py: free record seq %d: no ext4_free_blocks at "
+                               "%.6f on pid %d in the trace" % (r["seq"], r["ts"], r["pid"]))
+        j, last_mf = i + 1, None
+        while j < len(evs) and evs[j][1] == "ext4_mballoc_free":
+            last_mf = evs[j][0]
+            j += 1
+        end = evs[j][0] if j < len(evs) else float("inf")
+        groups = {e["group"] for e in r.get("extents") or []}
+        spans.append((r, r["ts"], end, groups, last_mf))
+    return spans
+
+
 def summarise(loads, out_dir):
-    """Where each load falls: before the workload, or during which allocation."""
+    """Where each load falls: before the workload, or during which allocation or free."""
     recs = [json.loads(l) for l in open(os.path.join(out_dir, "allocs.jsonl"))]
     begin = min(r["ts"] for r in recs if r["type"] == "marker")
     allocs = [r for r in recs if r["type"] == "alloc"]
+    spans = free_spans(recs, out_dir)
     groups = json.load(open(os.path.join(out_dir, "meta.json")))["geometry"]["group_count"]
 
     def during(ev):
@@ -149,14 +206,39 @@ def summarise(loads, out_dir):
                 return r["seq"]
         return None
 
-    built = collections.OrderedDict()
+    def during_free(ev):
+        """The free whose span holds ev (same pid, a group it frees in): (seq, side of its
+        last ext4_mballoc_free)."""
+        for r, start, end, grps, last_mf in spans:
+            if r["pid"] == ev["pid"] and start <= ev["ts"] <= end and ev["group"] in grps:
+                side = ("no_mballoc_free" if last_mf is None else
+                        "before" if ev["ts"] < last_mf else
+                        "after" if ev["ts"] > last_mf else "same_us")
+                return r["seq"], side
+        return None, None
+
+    built = collections.OrderedDict()      # group -> alloc seq (None: not in an allocation)
+    built_rec = collections.OrderedDict()  # group -> (seq, "alloc" | "free") or None
     rows = []
+    outside_records = 0
+    free_loads = collections.Counter()
+    free_sides = collections.Counter()
     for ev in loads:
         seq = during(ev)
+        rec = (seq, "alloc") if seq is not None else None
+        if rec is None:
+            fseq, side = during_free(ev)
+            if fseq is not None:
+                rec = (fseq, "free")
+                free_loads[ev["event"]] += 1
+                free_sides[side] += 1
+            else:
+                outside_records += 1
         row = [ev["event"], ev["group"], seq]
         rows.append(row + [ev["prefetch"]] if "prefetch" in ev else row)
-        if ev["event"] == "buddy_load" and ev["group"] not in built:
+        if ev["event"] == "buddy_load" and ev["group"] not in built_rec:
             built[ev["group"]] = seq
+            built_rec[ev["group"]] = rec
     first_alloc = allocs[0]["seq"] if allocs else None
     return {
         "loads_before_workload": sum(1 for ev in loads if ev["ts"] < begin),
@@ -166,7 +248,17 @@ def summarise(loads, out_dir):
         "groups_never_built": [g for g in range(groups) if g not in built],
         "built_by_first_allocation": [g for g, s in built.items() if s == first_alloc],
         "first_allocation_seq": first_alloc,
-        "buddy_built_during_alloc_seq": {str(g): s for g, s in built.items()},
+        # Only groups built during an allocation (a group built elsewhere would be null here,
+        # which readers of integer seqs cannot take: see buddy_built_during_seq for those).
+        "buddy_built_during_alloc_seq": {str(g): s for g, s in built.items() if s is not None},
+        "buddy_built_during_seq": {str(g): r[0] for g, r in built_rec.items() if r is not None},
+        "loads_outside_records": outside_records,
+        "groups_built_during_frees": [g for g, r in built_rec.items()
+                                      if r is not None and r[1] == "free"],
+        "groups_built_outside_records": [g for g, r in built_rec.items() if r is None],
+        "loads_during_frees": dict(sorted(free_loads.items())),
+        "free_loads_vs_last_mballoc_free": dict(sorted(free_sides.items())),
+        "buddy_built_during_seq_format": BUILT_DURING_FORMAT,
         "load_events": rows,
         "load_events_format": "[event, group, seq of the allocation record (allocs.jsonl) "
                               "during which it fired (null: outside any request), prefetch "
@@ -179,10 +271,68 @@ def summarise(loads, out_dir):
     }
 
 
+BUILT_DURING_FORMAT = (
+    "buddy_built_during_seq: group (string) -> seq (allocs.jsonl) of the record, an alloc or a "
+    "free, during which the group's buddy was first built (its first buddy_load), in build "
+    "order; a load is in an alloc record when it fired on the record's pid between its ts and "
+    "ts_end (as for buddy_built_during_alloc_seq), else in a free record when it fired on the "
+    "free's pid, in one of the groups of its extents, between its ext4_free_blocks (ts) and "
+    "the next event of that pid in trace.txt that is not one of its ext4_mballoc_free "
+    "(ext4_free_blocks -> ext4_mb_clear_bb -> ext4_mb_load_buddy_gfp builds an unbuilt group "
+    "at once). Groups built in neither are left out and listed in "
+    "groups_built_outside_records; loads_outside_records counts the loads (of every event "
+    "kind) in neither; groups_built_during_frees lists the groups whose build was in a free; "
+    "loads_during_frees counts those loads by event; free_loads_vs_last_mballoc_free says "
+    "whether each fired before or after its free's last ext4_mballoc_free event (same_us: "
+    "the same microsecond). buddy_built_during_alloc_seq holds the groups built during "
+    "allocations only, loads_outside_allocations counts the loads outside allocations "
+    "(frees included), both as before.")
+
+
+def rederive(case_dir):
+    """Adds the record keys (buddy_built_during_seq ...) to a case captured before they
+    existed, from its stored meta.json alone, where that is exact: when every load fell inside
+    an allocation (loads_outside_allocations 0), a load is attributed to a free only outside
+    allocations, so each group's record is its allocation. Otherwise the loads' timestamps
+    (not stored) are needed: capture the case again."""
+    meta_p = os.path.join(case_dir, "meta.json")
+    meta = json.load(open(meta_p), object_pairs_hook=collections.OrderedDict)
+    old = meta["fresh_mount_loads"]
+    if old["loads_outside_allocations"] != 0 or any(r[2] is None for r in old["load_events"]):
+        sys.exit("capture_fresh.py --rederive %s: %d loads outside allocations; their records "
+                 "need the loads' timestamps, which are not stored: capture it again"
+                 % (case_dir, old["loads_outside_allocations"]))
+    new = collections.OrderedDict()
+    for k, v in old.items():
+        if k in ("buddy_built_during_seq", "loads_outside_records", "groups_built_during_frees",
+                 "groups_built_outside_records", "loads_during_frees",
+                 "free_loads_vs_last_mballoc_free", "buddy_built_during_seq_format"):
+            continue
+        new[k] = v
+        if k == "buddy_built_during_alloc_seq":
+            new["buddy_built_during_seq"] = collections.OrderedDict(v)
+            new["loads_outside_records"] = 0
+            new["groups_built_during_frees"] = []
+            new["groups_built_outside_records"] = []
+            new["loads_during_frees"] = {}
+            new["free_loads_vs_last_mballoc_free"] = {}
+            new["buddy_built_during_seq_format"] = BUILT_DURING_FORMAT
+    meta["fresh_mount_loads"] = new
+    with open(meta_p, "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    print("%s: buddy_built_during_seq = buddy_built_during_alloc_seq (%d groups), "
+          "loads_outside_records 0" % (case_dir, len(new["buddy_built_during_seq"])))
+
+
 def main():
     full_argv = sys.argv[1:]
     if not full_argv or full_argv[0] in ("-h", "--help"):
         sys.exit(__doc__)
+    if full_argv[0] == "--rederive":
+        for d in full_argv[1:]:
+            rederive(d)
+        return
     argv = list(full_argv)
     prep = take(argv, "--prep")
     tun_spec = take(argv, "--tunables")
@@ -299,7 +449,8 @@ def main():
         json.dump(meta, f, indent=1)
         f.write("\n")
     brief = {k: v for k, v in summary.items()
-             if k not in ("load_events", "load_events_format", "buddy_built_during_alloc_seq")}
+             if k not in ("load_events", "load_events_format", "buddy_built_during_alloc_seq",
+                          "buddy_built_during_seq", "buddy_built_during_seq_format")}
     print(json.dumps({"fresh_mount_loads": brief}))
 
 

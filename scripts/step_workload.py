@@ -11,6 +11,7 @@ at ROOT (sizes in 4 KiB blocks, `B` below):
                    the kernel asks for at most 32767 blocks, one unwritten extent, at a time)
   write:NAME:B     append B blocks (1 MiB writes) to NAME and fsync it
   unlink:NAME      remove a file
+  truncate:NAME:B  truncate NAME to B blocks (truncate(2): frees the blocks past them)
   syncfs           commit the journal (freed blocks become free on disk)
   mixed:NOPS:SEED  run `mixed_workload.py ROOT NOPS SEED` (small, medium and fallocated files
                    in six new top-level directories, appends, extends, unlinks)
@@ -72,6 +73,8 @@ def main():
                 os.close(fd)
         elif op == "unlink":
             os.unlink(path)
+        elif op == "truncate":
+            os.truncate(path, int(args[1]) * BS)
         elif op == "syncfs":
             syncfs(root)
         elif op == "mixed":
