@@ -68,6 +68,8 @@ LAB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shar
 sys.path.insert(0, LAB)
 import capture_case  # noqa: E402
 import klab  # noqa: E402
+from capture_tuned import parse as parse_tunables  # noqa: E402  (scripts/, beside this file)
+from capture_tuned import write as write_tunables  # noqa: E402
 
 OPTION = "no_prefetch_block_bitmaps"
 LOAD_EVENTS = ["ext4:ext4_read_block_bitmap_load", "ext4:ext4_mb_bitmap_load",
@@ -90,16 +92,6 @@ def take(argv, name):
             del argv[i]
             return a.split("=", 1)[1]
     return None
-
-
-def parse_tunables(spec):
-    tun = collections.OrderedDict()
-    for item in spec.split(","):
-        name, _, value = item.partition("=")
-        if not name or not value.isdigit():
-            sys.exit("capture_fresh.py: bad tunable %r: want NAME=VALUE" % item)
-        tun[name] = value
-    return tun
 
 
 def arg(argv, name):
@@ -407,9 +399,7 @@ def main():
             t.on()
             with plain_mounted(dev, mnt, fstype, opts) as m:
                 if tunables:
-                    for name, value in tunables.items():
-                        with open("/sys/fs/ext4/%s/%s" % (klab.devname(dev), name), "w") as f:
-                            f.write(value)
+                    write_tunables(klab.devname(dev), tunables)
                 yield m
                 t.off()
                 if t.overruns():
