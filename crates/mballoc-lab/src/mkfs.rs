@@ -185,6 +185,28 @@ impl Layout {
         &self.used[lo..hi]
     }
 
+    /// The groups mkfs.ext4 leaves `BLOCK_UNINIT` (its default `metadata_csum` makes the
+    /// kernel honour the flag): every group but the last whose only blocks in use are its
+    /// superblock and descriptor backup, which `ext4_init_block_bitmap` recomputes. A group
+    /// holding a flex group's bitmaps and inode tables, or the journal, was written. Checked
+    /// against every fresh capture (`matches_the_fresh_captures`).
+    pub fn block_uninit_groups(&self) -> Vec<u32> {
+        let last = self.group_count().saturating_sub(1);
+        self.groups
+            .iter()
+            .filter(|g| g.group != last)
+            .filter(|g| {
+                let backup = 1 + u64::from(self.desc_blocks) + u64::from(self.reserved_gdt_blocks);
+                match self.group_used(g.group) {
+                    [] => !g.has_super,
+                    [run] => g.has_super && *run == (g.first_block, backup),
+                    _ => false,
+                }
+            })
+            .map(|g| g.group)
+            .collect()
+    }
+
     /// Free runs `(absolute start, len)` of one group.
     pub fn group_free_extents(&self, group: u32) -> Vec<(u64, u64)> {
         let Some(g) = self.groups.get(group as usize) else {
@@ -811,6 +833,7 @@ mod tests {
         assert_eq!(layout.group_count(), init.group_count);
         assert_eq!(Some(layout.inodes_per_group), init.inodes_per_group);
         assert_eq!(Some(layout.reserved_gdt_blocks), init.reserved_gdt_blocks);
+        assert_eq!(layout.block_uninit_groups(), init.block_uninit_groups());
         for (ours, theirs) in layout.groups.iter().zip(&init.groups) {
             let g = ours.group;
             assert_eq!(ours.free, theirs.free, "group {g} free");

@@ -83,7 +83,8 @@ impl MemSource {
 
     /// Marks `groups` as `BLOCK_UNINIT` in their descriptors (see
     /// [`BitmapSource::block_uninit`]), as on a freshly made filesystem: their used blocks
-    /// should be their metadata only. A group past the end is an error.
+    /// should be their metadata only, and reading their bitmap costs no load cost. A group
+    /// past the end is an error.
     pub fn with_block_uninit(
         mut self,
         groups: impl IntoIterator<Item = u32>,
@@ -131,8 +132,9 @@ impl BitmapSource for MemSource {
             .unwrap_or(false)
     }
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error> {
-        if !self.load_cost.is_zero() {
-            // Disk latency: the reader waits, it does not compute.
+        // Disk latency: the reader waits, it does not compute. A BLOCK_UNINIT bitmap is
+        // computed from the layout, with no read.
+        if !self.load_cost.is_zero() && !self.block_uninit(group) {
             std::thread::sleep(self.load_cost);
         }
         Ok(self.bitmap(group))

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mballoc::{apply_settings, Allocator, Geometry};
+use mballoc::{apply_settings, Allocator, Geometry, MemSource};
 
 use super::error::LabError;
 use super::prefill::{free_runs, prefill_ranges, union, Holes};
@@ -65,6 +65,32 @@ pub struct Env {
     pub pre: Recorder,
     /// Files the aging pass left.
     pub aged_files: Vec<File>,
+    /// Groups still as mkfs left them, `BLOCK_UNINIT` ([`mkfs::Layout::block_uninit_groups`]
+    /// less the groups a pre-fill or the aging wrote): a lazily loaded allocator computes their
+    /// bitmaps, and its cheap criteria build them instead of passing them over.
+    pub block_uninit: Vec<u32>,
+}
+
+/// Blocks in use per group.
+fn used_per_group(geo: &Geometry, used: &[(u64, u64)]) -> Vec<u32> {
+    free_runs(geo, &union(used, &[]))
+        .iter()
+        .enumerate()
+        .map(|(g, runs)| geo.group_len(g as u32) - runs.iter().map(|r| r.1).sum::<u32>())
+        .collect()
+}
+
+/// The in-memory device the allocator reads bitmaps from: `used` in use, `block_uninit`
+/// groups marked so in their descriptors, each read charged `load_cost_ns`.
+fn device(
+    geo: &Geometry,
+    used: &[(u64, u64)],
+    block_uninit: &[u32],
+    load_cost_ns: u64,
+) -> Result<MemSource, LabError> {
+    Ok(MemSource::new(*geo, used)?
+        .with_load_cost(Duration::from_nanos(load_cost_ns))
+        .with_block_uninit(block_uninit.iter().copied())?)
 }
 
 /// Builds the environment for `cfg`.
@@ -105,19 +131,27 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
     let lazy = lab
         .lazy
         .unwrap_or(spec.lazy || geo.group_count() > LAZY_ABOVE_GROUPS);
+    let meta_used = used_per_group(&geo, &layout.used);
+    let block_uninit: Vec<u32> = {
+        let now = used_per_group(&geo, &base_used);
+        layout
+            .block_uninit_groups()
+            .into_iter()
+            .filter(|&g| now[g as usize] == meta_used[g as usize])
+            .collect()
+    };
     let alloc = Allocator::builder(geo)
-        .used(&base_used)
+        .source(Box::new(device(
+            &geo,
+            &base_used,
+            &block_uninit,
+            cfg.load_cost_ns,
+        )?))
         .tunables(tun)
         .cpus(cpus)
         .lazy(lazy)
-        .load_cost(Duration::from_nanos(cfg.load_cost_ns))
         .build()?;
     let fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
-    let meta_used = free_runs(&geo, &union(&layout.used, &[]))
-        .iter()
-        .enumerate()
-        .map(|(g, runs)| geo.group_len(g as u32) - runs.iter().map(|r| r.1).sum::<u32>())
-        .collect();
     let mut env = Env {
         meta_used,
         cfg: cfg.clone(),
@@ -129,6 +163,7 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         fs,
         pre: Recorder::default(),
         aged_files: Vec::new(),
+        block_uninit,
     };
     if let Some(u) = env.lab.age {
         let plan = aging::AgingPlan::starting_state(u, env.cfg.quick);
@@ -170,12 +205,19 @@ impl Env {
             );
         }
         self.base_used = union(&used, &[]);
+        // The aging wrote these groups' bitmaps.
+        self.block_uninit.retain(|g| !touched.contains(g));
+        let device = device(
+            &self.geo,
+            &self.base_used,
+            &self.block_uninit,
+            self.cfg.load_cost_ns,
+        )?;
         let alloc = Allocator::builder(self.geo)
-            .used(&self.base_used)
+            .source(Box::new(device))
             .tunables(old.tunables())
             .cpus(self.cpus)
             .lazy(lazy)
-            .load_cost(Duration::from_nanos(self.cfg.load_cost_ns))
             .build()?;
         debug_assert_eq!(
             alloc.free_blocks(),
@@ -209,5 +251,54 @@ impl Env {
     /// The CPU of task `i` (tasks are spread over the possible CPUs).
     pub fn cpu_of(&self, i: usize) -> u32 {
         (i % self.cpus as usize) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::NoProgress;
+
+    fn env(settings: &[&str]) -> Env {
+        let cfg = RunConfig {
+            workload: "fallocate3".into(),
+            policy: mballoc::Policy::Linux618,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+            threads: 1,
+            fs_size: 4 << 30,
+            seed: 1,
+            quick: true,
+            load_cost_ns: 0,
+        };
+        let spec = FsSpec {
+            lazy: true,
+            ..FsSpec::sized(4 << 30, 4 << 30)
+        };
+        build(&cfg, &spec, &NoProgress).unwrap()
+    }
+
+    /// A fresh lab filesystem starts with mkfs's `BLOCK_UNINIT` groups (28 of 32 at 4 GiB, as
+    /// in the fresh 4 GiB capture), and the lazily loaded allocator knows them: its cheap
+    /// criteria build such a group where they pass over one whose bitmap needs a read. A
+    /// pre-fill writes every group, and then none is left.
+    #[test]
+    fn fresh_groups_start_block_uninit_until_written() {
+        let fresh = env(&[]);
+        let expected = mkfs::layout(4 << 30).unwrap().block_uninit_groups();
+        assert_eq!(fresh.block_uninit.len(), 28);
+        assert_eq!(fresh.block_uninit, expected);
+        let a = fresh.fs.allocator();
+        assert!(expected.iter().all(|&g| !a.buddy_built(g).unwrap()));
+        // Group 1 is BLOCK_UNINIT and not a flex group's first: CR_POWER2_ALIGNED builds it.
+        let goal = fresh.geo.group_first_block(1) + 100;
+        let req = mballoc::Request::new(20, 0, 256)
+            .with_goal(goal)
+            .with_flags(mballoc::Flags::HINT_DATA | mballoc::Flags::HINT_NOPREALLOC)
+            .with_i_size(256 * 4096)
+            .with_open_for_write(false);
+        let got = a.allocate(&req).unwrap();
+        assert_eq!(got.criterion, mballoc::Criterion::Power2Aligned);
+        assert_eq!(fresh.geo.locate(got.extent.start).0, 1);
+        assert!(env(&["prefill=0.5"]).block_uninit.is_empty());
     }
 }
