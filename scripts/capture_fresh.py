@@ -34,7 +34,10 @@ This wrapper runs capture_case unchanged except that
     the record, allocation or free, during which it was built (`buddy_built_during_seq`: a
     free into an unbuilt group builds it at once, `ext4_free_blocks` -> `ext4_mb_clear_bb` ->
     `ext4_mb_load_buddy_gfp`; the free's span is taken from `trace.txt`, see
-    `BUILT_DURING_FORMAT`), with `loads_outside_records` (loads in neither);
+    `BUILT_DURING_FORMAT`; a load in a group sharing a buddy-cache page with one of the
+    free's groups counts too: with 1 KiB blocks `ext4_mb_init_cache` builds g and g^1
+    together), with `loads_outside_records` (loads in neither), and with 1 KiB blocks
+    `buddy_page_builds` (whether each page's groups were built together);
   * `meta.json` → `fresh_mount: true` (the replay builds its allocator lazily for such a case)
     and `fresh_mount_note`;
   * `meta.json` → `capture_cmd` holds the command (`--out-dir DIR`, without `--tag` and `--desc`).
@@ -190,7 +193,9 @@ def summarise(loads, out_dir):
     begin = min(r["ts"] for r in recs if r["type"] == "marker")
     allocs = [r for r in recs if r["type"] == "alloc"]
     spans = free_spans(recs, out_dir)
-    groups = json.load(open(os.path.join(out_dir, "meta.json")))["geometry"]["group_count"]
+    geometry = json.load(open(os.path.join(out_dir, "meta.json")))["geometry"]
+    groups = geometry["group_count"]
+    gpp = groups_per_page(geometry["block_size"])
 
     def during(ev):
         for r in allocs:
@@ -199,10 +204,12 @@ def summarise(loads, out_dir):
         return None
 
     def during_free(ev):
-        """The free whose span holds ev (same pid, a group it frees in): (seq, side of its
-        last ext4_mballoc_free)."""
+        """The free whose span holds ev (same pid, a group it frees in or one sharing a
+        buddy-cache page with such a group): (seq, side of its last ext4_mballoc_free)."""
         for r, start, end, grps, last_mf in spans:
-            if r["pid"] == ev["pid"] and start <= ev["ts"] <= end and ev["group"] in grps:
+            pages = {g // gpp for g in grps}
+            if (r["pid"] == ev["pid"] and start <= ev["ts"] <= end
+                    and ev["group"] // gpp in pages):
                 side = ("no_mballoc_free" if last_mf is None else
                         "before" if ev["ts"] < last_mf else
                         "after" if ev["ts"] > last_mf else "same_us")
@@ -232,7 +239,7 @@ def summarise(loads, out_dir):
             built[ev["group"]] = seq
             built_rec[ev["group"]] = rec
     first_alloc = allocs[0]["seq"] if allocs else None
-    return {
+    out = {
         "loads_before_workload": sum(1 for ev in loads if ev["ts"] < begin),
         "lazyinit_prefetch_events": sum(1 for ev in loads if ev["event"] == "lazyinit_prefetch"),
         "loads_outside_allocations": sum(1 for r in rows if r[2] is None),
@@ -261,6 +268,53 @@ def summarise(loads, out_dir):
                               "bitmap and buddy pages built; a group's first buddy_load is "
                               "its init, which clears NEED_INIT)",
     }
+    if gpp > 1:
+        out["buddy_page_builds"] = page_builds(rows, gpp)
+    return out
+
+
+def groups_per_page(block_size, page_size=4096):
+    """Groups whose bitmap and buddy share one page of the buddy cache inode
+    (`ext4_mb_init_cache`: blocks_per_page / 2, at least 1): 2 with 1 KiB blocks, else 1."""
+    return max(1, page_size // block_size // 2)
+
+
+def page_builds(rows, gpp):
+    """How the first builds (buddy_load) of the groups of each buddy-cache page came:
+    `ext4_mb_init_group` -> `ext4_mb_init_cache(page, NULL)` initialises every group of the
+    page that is still NEED_INIT (or all of them, the page not being up to date), so a page's
+    groups are built together, in group order, whichever of them was asked for."""
+    firsts, seen = [], set()
+    for i, row in enumerate(rows):
+        if row[0] == "buddy_load" and row[1] not in seen:
+            seen.add(row[1])
+            firsts.append((i, row[1], row[2]))
+    by_page = collections.OrderedDict()
+    for pos, (i, g, seq) in enumerate(firsts):
+        by_page.setdefault(g // gpp, []).append((pos, g, seq))
+    together, apart, partial = [], [], []
+    for page, builds in by_page.items():
+        groups = [g for _, g, _ in builds]
+        if len(builds) < gpp:
+            partial.append(groups)
+        elif (len({s for _, _, s in builds}) == 1
+              and [p for p, _, _ in builds] == list(range(builds[0][0], builds[0][0] + gpp))):
+            together.append(page)
+        else:
+            apart.append([[g, s] for _, g, s in builds])
+    return {
+        "groups_per_page": gpp,
+        "pages_built": len(by_page),
+        "pages_built_together": len(together),
+        "pages_built_apart": apart,
+        "pages_built_in_part": partial,
+        "format": "a buddy-cache page holds the bitmap and buddy of groups_per_page groups "
+                  "(page p: groups p*n .. p*n+n-1); pages_built_together: pages whose groups' "
+                  "first buddy_loads are consecutive among all first buddy_loads, in group "
+                  "order or not, within one record (same seq, null included); "
+                  "pages_built_apart: the others, as [group, seq] in build order; "
+                  "pages_built_in_part: pages some of whose groups were never built",
+    }
 
 
 BUILT_DURING_FORMAT = (
@@ -273,7 +327,10 @@ BUILT_DURING_FORMAT = (
     "(ext4_free_blocks -> ext4_mb_clear_bb -> ext4_mb_load_buddy_gfp builds an unbuilt group "
     "at once). Groups built in neither are left out and listed in "
     "groups_built_outside_records; loads_outside_records counts the loads (of every event "
-    "kind) in neither; groups_built_during_frees lists the groups whose build was in a free; "
+    "kind) in neither; a load during a free's span counts for it when its group is one of the "
+    "free's groups or shares a buddy-cache page with one (1 KiB blocks: g and g^1, built "
+    "together by ext4_mb_init_cache); groups_built_during_frees lists the groups whose build "
+    "was in a free; "
     "loads_during_frees counts those loads by event; free_loads_vs_last_mballoc_free says "
     "whether each fired before or after its free's last ext4_mballoc_free event (same_us: "
     "the same microsecond). buddy_built_during_alloc_seq holds the groups built during "
