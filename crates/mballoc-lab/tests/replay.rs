@@ -22,9 +22,9 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
-        36,
+        37,
         "the ten public cases, the fourteen of session 12, the seven of session 13 and the \
-         five fresh-mount captures of session 14 (kernel-cases/README.md)"
+         six fresh-mount captures of session 14 (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
@@ -52,7 +52,8 @@ fn every_public_case_matches_the_kernel_exactly() {
 /// start (what a capture that read `mb_groups` would have given) the aged one diverges.
 /// (`fresh-uninit-4g-run` and `fresh-prefetch-4g-run` were made to tell the two
 /// `BLOCK_UNINIT` rules apart: with either left out, about half their placements differ;
-/// kernel-cases/README.md; in `fresh-unlink-4g-run` frees build six groups, one at a time.)
+/// kernel-cases/README.md; in `fresh-unlink-4g-run` frees build six groups, one at a time;
+/// in `fresh-1k-1g-run`, with 1 KiB blocks, every build also builds its buddy-cache page-mate.)
 #[test]
 fn fresh_mount_cases_check_the_lazy_path() {
     let Some(dir) = traces() else { return };
@@ -62,6 +63,7 @@ fn fresh_mount_cases_check_the_lazy_path() {
         "fresh-uninit-4g-run",
         "fresh-prefetch-4g-run",
         "fresh-unlink-4g-run",
+        "fresh-1k-1g-run",
     ] {
         let case = Case::load(dir.join(name)).unwrap();
         assert!(case.meta.fresh_mount, "{name}");

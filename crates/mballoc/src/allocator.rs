@@ -395,19 +395,47 @@ impl Allocator {
             group: g,
             groups: self.geo.group_count(),
         })?;
+        // Built first through `load_group`, which also builds its page-mates without
+        // holding this group's lock.
+        self.load_group(g)?;
         let mut st = grp.lock.lock();
         self.load_locked(grp, &mut st)?;
         Ok((grp, st))
     }
 
-    /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`).
+    /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`),
+    /// and, if its buddy was never built, the unbuilt groups that share its buddy-cache page.
     pub(crate) fn load_group(&self, g: u32) -> Result<(), Error> {
         let grp = &self.groups[g as usize];
-        if !self.bits(g).has(state::NEED_INIT | EVICTED) {
+        let bits = self.bits(g);
+        if !bits.has(state::NEED_INIT | EVICTED) {
             return Ok(());
+        }
+        if bits.need_init() {
+            // Mates first: a bounded cache then evicts a mate rather than `g`, which the
+            // caller is about to use.
+            self.build_page_mates(g);
         }
         let mut st = grp.lock.lock();
         self.load_locked(grp, &mut st)
+    }
+
+    /// `ext4_mb_init_cache` builds every unbuilt group of the page it fills: with 1 KiB blocks
+    /// a group's page-mate is built with it ([`Geometry::groups_per_buddy_page`]). One lock at a
+    /// time (never the two groups' locks together). A mate whose bitmap fails to load stays
+    /// unbuilt; the request that needs it reports the error.
+    fn build_page_mates(&self, g: u32) {
+        let per_page = self.geo.groups_per_buddy_page();
+        if per_page <= 1 {
+            return;
+        }
+        let first = g - g % per_page;
+        let end = (first + per_page).min(self.geo.group_count());
+        for m in (first..end).filter(|&m| m != g && self.bits(m).need_init()) {
+            let grp = &self.groups[m as usize];
+            let mut st = grp.lock.lock();
+            let _ = self.load_locked(grp, &mut st);
+        }
     }
 
     pub(crate) fn load_locked(&self, grp: &Group, st: &mut GroupState) -> Result<(), Error> {

@@ -83,3 +83,35 @@ fn a_source_rejects_a_block_uninit_group_past_the_end() {
         "group 4 does not exist (the filesystem has 4 groups)"
     );
 }
+
+/// With 1 KiB blocks two groups share a page of ext4's buddy cache, and building one group's
+/// buddy builds its page-mate too (`ext4_mb_init_cache`); with larger blocks each group is
+/// built alone.
+#[test]
+fn one_kib_blocks_build_page_mates_together() {
+    for (block_size, mate_built) in [(1024, true), (2048, false), (4096, false)] {
+        let bpg = 8 * block_size;
+        let geo = Geometry::new(
+            block_size,
+            bpg,
+            8 * u64::from(bpg),
+            u64::from(block_size == 1024),
+            4,
+        )
+        .unwrap();
+        let a = Allocator::builder(geo)
+            .lazy(true)
+            .prefetch_threads(0)
+            .cpus(1)
+            .tunables(Policy::Linux618.tunables(&geo, 1))
+            .build()
+            .unwrap();
+        a.group(2).unwrap();
+        let built: Vec<bool> = (0..4).map(|g| a.buddy_built(g).unwrap()).collect();
+        assert_eq!(
+            built,
+            [false, false, true, mate_built],
+            "{block_size}-byte blocks"
+        );
+    }
+}
