@@ -38,6 +38,9 @@
 //!   free blocks (`lazy_small_cache_*`: at least one of the two tests in each of 4 runs). With only the
 //!   mutexes as scheduling points this needed a hand-placed switch point between the
 //!   prefetch's `NEED_INIT` test and its submit; the atomics now provide it;
+//! * building a group's buddy-cache page-mates (1 KiB blocks) while holding the group's own
+//!   lock: two threads building the two mates deadlock (`lazy_small_cache_page_mates`, 2 runs
+//!   of 2);
 //! * `journal_free` keeping the tid the free read before a commit closed it: that commit
 //!   releases a free it did not make durable, and the block is handed out while the store's
 //!   last commit still has it in use (`durable_commits_*`: one of the two tests in each of 3
@@ -85,7 +88,19 @@ fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
 /// `lazy_cache`: groups load lazily into a cache of that many; `readers`: prefetch reads run
 /// on that many background threads (scheduled by shuttle like the rest).
 fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>, readers: usize) -> Arc<Allocator> {
-    let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    fs_of(4096, policy, optimize, lazy_cache, readers)
+}
+
+/// [`fs`] with blocks of `block_size` bytes: with 1 KiB blocks two groups share a buddy-cache
+/// page, and building one group builds its page-mate too.
+fn fs_of(
+    block_size: u32,
+    policy: Policy,
+    optimize: bool,
+    lazy_cache: Option<u32>,
+    readers: usize,
+) -> Arc<Allocator> {
+    let geo = Geometry::new(block_size, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
     let mut t = policy.tunables(&geo, 2);
     t.mb_optimize_scan = optimize;
     let mut b = Allocator::builder(geo)
@@ -415,8 +430,8 @@ fn tunables_under_load_proposed() {
 /// race. Every block a thread holds must be in use in its group's bitmap at the end, evicted
 /// groups reloaded included. Returns whether a group was evicted and a prefetched bitmap was
 /// loaded.
-fn lazy_small_cache(policy: Policy) -> bool {
-    let a = fs(policy, true, Some(2), 1);
+fn lazy_small_cache(policy: Policy, block_size: u32) -> bool {
+    let a = fs_of(block_size, policy, true, Some(2), 1);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
@@ -449,14 +464,23 @@ fn lazy_small_cache(policy: Policy) -> bool {
 #[test]
 fn lazy_small_cache_linux_6_18() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
-        lazy_small_cache(Policy::Linux618)
+        lazy_small_cache(Policy::Linux618, 4096)
     });
 }
 
 #[test]
 fn lazy_small_cache_proposed() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
-        lazy_small_cache(Policy::Proposed)
+        lazy_small_cache(Policy::Proposed, 4096)
+    });
+}
+
+/// The same with 1 KiB blocks, where every build also builds the group's buddy-cache
+/// page-mate, one group lock at a time, while the other thread may be building the mate.
+#[test]
+fn lazy_small_cache_page_mates() {
+    explore_reaching("evicted a group and loaded a prefetched one", || {
+        lazy_small_cache(Policy::Linux618, 1024)
     });
 }
 
