@@ -405,13 +405,20 @@ impl Allocator {
 
     /// Reads a group's bitmap and builds its buddy if not done yet (`ext4_mb_init_group`),
     /// and, if its buddy was never built, the unbuilt groups that share its buddy-cache page.
+    /// Inline: every group a scan visits asks, and nearly always it is loaded.
+    #[inline]
     pub(crate) fn load_group(&self, g: u32) -> Result<(), Error> {
-        let grp = &self.groups[g as usize];
-        let bits = self.bits(g);
-        if !bits.has(state::NEED_INIT | EVICTED) {
+        if !self.bits(g).has(state::NEED_INIT | EVICTED) {
             return Ok(());
         }
-        if bits.need_init() {
+        self.load_unloaded(g)
+    }
+
+    /// [`Self::load_group`] for a group that was not loaded when it asked.
+    #[inline(never)]
+    fn load_unloaded(&self, g: u32) -> Result<(), Error> {
+        let grp = &self.groups[g as usize];
+        if self.bits(g).need_init() {
             // Mates first: a bounded cache then evicts a mate rather than `g`, which the
             // caller is about to use.
             self.build_page_mates(g);
