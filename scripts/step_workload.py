@@ -21,30 +21,13 @@ again) but free: on the traced fresh mount such a group is unbuilt (NEED_INIT) a
 BLOCK_UNINIT, so the cheap criteria pass it over (`ext4_mb_good_group_nolock`) and prefetching
 it is an I/O that counts toward `mb_prefetch_limit` (`ext4_mb_prefetch`).
 """
-import ctypes
 import os
 import subprocess
 import sys
 
+from mixed_workload import BS, MIB, falloc, syncfs, write_fsync  # scripts/, beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-BS = 4096
-BUF = bytes(range(256)) * 4096  # 1 MiB, not zeroes
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
-
-
-def check(rc):
-    if rc != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-
-
-def syncfs(root):
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        check(_libc.syncfs(fd))
-    finally:
-        os.close(fd)
 
 
 def main():
@@ -57,20 +40,10 @@ def main():
         if op == "mkdir":
             os.mkdir(path)
         elif op == "falloc":
-            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                check(_libc.fallocate(fd, 0, os.fstat(fd).st_size, int(args[1]) * BS))
-            finally:
-                os.close(fd)
+            end = os.path.getsize(path) if os.path.exists(path) else 0
+            falloc(path, end, int(args[1]) * BS)
         elif op == "write":
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
-            try:
-                left = int(args[1]) * BS
-                while left:
-                    left -= os.write(fd, BUF[:min(left, len(BUF))])
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_fsync(path, int(args[1]) * BS, MIB, append=True)
         elif op == "unlink":
             os.unlink(path)
         elif op == "truncate":

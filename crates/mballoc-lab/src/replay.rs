@@ -133,21 +133,20 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
     if let Some(stripe) = case.meta.mount_option("stripe") {
         t.set("stripe", stripe, &geo).map_err(setup)?;
     }
-    let builder = Allocator::builder(geo).tunables(t).cpus(CAPTURE_CPUS);
-    let builder = if case.meta.fresh_mount {
-        // Every buddy unbuilt, as after the capture's fresh mount; prefetch reads inline (the
-        // placements never depend on when a read completes, only on which groups are built).
-        let source = MemSource::new(geo, &init.used_ranges())
-            .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
-            .map_err(setup)?;
-        builder
-            .source(Box::new(source))
-            .lazy(true)
-            .prefetch_threads(0)
-    } else {
-        builder.used(&init.used_ranges())
-    };
-    builder.build().map_err(setup)
+    let source = MemSource::new(geo, &init.used_ranges())
+        .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
+        .map_err(setup)?;
+    // After a fresh mount every buddy is unbuilt; otherwise the capture's `mb_groups` read had
+    // built them all. Prefetch reads run inline: placements never depend on when a read
+    // completes, only on which groups are built.
+    Allocator::builder(geo)
+        .tunables(t)
+        .cpus(CAPTURE_CPUS)
+        .source(Box::new(source))
+        .lazy(case.meta.fresh_mount)
+        .prefetch_threads(0)
+        .build()
+        .map_err(setup)
 }
 
 /// The request of record `r`; `extents`: the file is extent-mapped (on a filesystem made

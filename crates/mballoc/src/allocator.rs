@@ -1,7 +1,6 @@
 //! The allocator: groups, indexes, preallocations, stream goals and counters, and the public
 //! API. The request path lives in `new_blocks`, `criteria` and `scan`; frees in `free`.
 
-use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
@@ -20,6 +19,7 @@ use crate::size_class::SizeClass;
 use crate::source::{BitmapSource, MemSource};
 use crate::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
+use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::sync::Mutex;
 use crate::tunables::{possible_cpus, Tunables};
 

@@ -15,12 +15,12 @@
 //! Victims are taken oldest-loaded first and only with `try_lock`, so a loader holding its own
 //! group's lock can never deadlock on a victim.
 
-use crate::sync::atomic::{AtomicU32, Ordering};
 use std::collections::VecDeque;
 
 use crate::allocator::Allocator;
 use crate::group::GroupState;
 use crate::stats::bump;
+use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::Mutex;
 
 /// `bb_state` bit: the group's bitmaps were dropped by the cache (its summary is still valid).

@@ -17,11 +17,10 @@
 //! orders inside that class, a claim or a reset moves it between classes, both under the
 //! group lock. Readers walk without locks, as the kernel walks its xarrays.
 
-use crate::sync::atomic::{AtomicU8, Ordering};
-
 use crate::group::IndexChange;
 use crate::index::GroupSet;
 use crate::size_class::{Classes, SizeClass};
+use crate::sync::atomic::{AtomicU8, Ordering};
 
 /// Which index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,13 +1,12 @@
 //! One block group: its lock, its loaded state (on-disk bitmap and buddy), the frees waiting
 //! for commit, and the summary values the scans read without the lock (`ext4_group_info`).
 
-use crate::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
-
 use smallvec::SmallVec;
 
 use crate::bitmap::Bitmap;
 use crate::buddy::{avg_fragment_order, Buddy};
 use crate::size_class::SizeClass;
+use crate::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 use crate::sync::Mutex;
 
 /// Clusters freed in a transaction that has not committed yet (`struct ext4_free_data`).

@@ -8,13 +8,13 @@
 //! The kernel marks PAs deleted and unlinks them later under RCU; here every PA lives behind
 //! its owner's or locality group's mutex and is removed at once, so "deleted" PAs never exist.
 
-use crate::sync::atomic::{AtomicUsize, Ordering};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::buddy::fls;
 use crate::percpu::Padded;
+use crate::sync::atomic::{AtomicUsize, Ordering};
 use crate::sync::Mutex;
 
 /// `PREALLOC_TB_SIZE`: locality-group PA buckets by `min(fls(free) − 1, 9)`.
