@@ -157,6 +157,16 @@ impl Stage {
         Stage::Any,
     ];
 
+    /// The order for a stream window with `size_class_stream_groups`: an empty group first,
+    /// so the stream can keep growing in place behind its window.
+    pub const STREAM_ORDER: [Stage; 5] = [
+        Stage::Empty,
+        Stage::Match,
+        Stage::Unset,
+        Stage::Shared,
+        Stage::Any,
+    ];
+
     /// Whether a group with claim `g` may be searched for a request of class `want` at this
     /// stage (`find_free_extent_check_size_class`, made exclusive per stage so that no group
     /// is walked twice).
