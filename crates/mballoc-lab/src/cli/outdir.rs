@@ -133,7 +133,7 @@ fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, C
         let labels: Vec<String> = pts.iter().map(|&(x, _)| bar_label(name, x)).collect();
         let values: Vec<f64> = pts.iter().map(|&(_, y)| y).collect();
         let title = format!("{name} — {} {} T={}", r.workload, r.policy, r.threads);
-        report::plot_bars(&title, y_axis(name), &labels, &values, &p)?;
+        report::plot_bars(&title, x_axis(name), y_axis(name), &labels, &values, &p)?;
         written.push(p);
     }
     Ok(written)
@@ -163,6 +163,21 @@ fn kib_label(kib: f64) -> String {
         v /= 1024.0;
     }
     format!("{}T", report::table::fmt_num(v))
+}
+
+/// What a series' bars stand for, under the x axis.
+fn x_axis(series: &str) -> &'static str {
+    if series.contains("per_group") {
+        "group"
+    } else if series.contains("percentile") {
+        "percentile"
+    } else if series.contains("free_extent") {
+        "free extent size (at least)"
+    } else if series.contains("histogram") || series.contains("distribution") {
+        "extent size (at least)"
+    } else {
+        "x"
+    }
 }
 
 fn y_axis(series: &str) -> &'static str {
