@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::case::{self, AllocRecord, AllocSource, Case, CaseError, CommitPhase, Record};
 
-/// Possible CPUs of the capture machine (kernel-traces README: 2 possible CPUs).
+/// Possible CPUs of the capture machine (kernel-cases/CAPTURES.md: 2 possible CPUs).
 const CAPTURE_CPUS: u32 = 2;
 
 /// One allocation whose answer differs from the kernel's.

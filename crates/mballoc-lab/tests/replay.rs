@@ -16,7 +16,7 @@ fn traces() -> Option<PathBuf> {
 #[test]
 fn every_public_case_matches_the_kernel_exactly() {
     let Some(dir) = traces() else {
-        eprintln!("shared/kernel-traces not found beside the repository: skipped");
+        eprintln!("kernel-cases/ not found: skipped");
         return;
     };
     let rep = replay_paths(&[dir]).unwrap();
