@@ -107,7 +107,8 @@ fn main() -> ExitCode {
         // The reader closed the pipe (`| head`): nothing left to say.
         Err(CliError::BrokenPipe) => ExitCode::from(141),
         Err(e) => {
-            eprintln!("mballoc: {e}");
+            // The same prefix as clap's own usage errors.
+            eprintln!("error: {e}");
             ExitCode::from(e.exit_code())
         }
     }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::case::{self, AllocRecord, AllocSource, Case, CaseError, CommitPhase, Record};
 
-/// Possible CPUs of the capture machine (kernel-traces README: 2 possible CPUs).
+/// Possible CPUs of the capture machine (kernel-cases/CAPTURES.md: 2 possible CPUs).
 const CAPTURE_CPUS: u32 = 2;
 
 /// One allocation whose answer differs from the kernel's.
@@ -106,6 +106,80 @@ fn ratio(a: u64, b: u64) -> f64 {
         1.0
     } else {
         a as f64 / b as f64
+    }
+}
+
+impl CaseReport {
+    /// Whether the case agrees with the kernel in everything the replay compares: every
+    /// placement and path, every free, every preallocation release, every traced buddy build
+    /// and the final free space.
+    pub fn agrees(&self) -> bool {
+        self.matched == self.allocs
+            && self.path_matched == self.allocs
+            && self.free_errors == 0
+            && self.final_diff_blocks == 0
+            && self.release_mismatches == 0
+            && self.buddy_build_mismatches == 0
+    }
+}
+
+impl ReplayReport {
+    /// Whether every case agrees with the kernel ([`CaseReport::agrees`]).
+    pub fn agrees(&self) -> bool {
+        self.cases.iter().all(CaseReport::agrees)
+    }
+
+    /// The cases that do not agree with the kernel, by name.
+    pub fn disagreeing(&self) -> Vec<&str> {
+        self.cases
+            .iter()
+            .filter(|c| !c.agrees())
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
+    /// A Markdown table, one row per case and a total: the table `docs/fidelity.md` carries
+    /// (`mballoc replay --markdown`; a test keeps the two equal).
+    pub fn markdown(&self) -> String {
+        let mut s = String::from(
+            "| case | allocations | placements matched | paths matched | PA releases | \
+             buddy builds | final free space | agreement |\n\
+             |---|---:|---:|---:|---|---|---|---:|\n",
+        );
+        for c in &self.cases {
+            let releases = if c.release_mismatches == 0 {
+                "same".to_string()
+            } else {
+                format!("{} differ", c.release_mismatches)
+            };
+            let builds = match (c.buddy_builds_checked, c.buddy_build_mismatches) {
+                (0, _) => "-".to_string(),
+                (n, 0) => format!("{n} same"),
+                (n, m) => format!("{m} of {n} differ"),
+            };
+            let free = if c.final_diff_blocks == 0 {
+                "same".to_string()
+            } else {
+                format!("{} blocks differ", c.final_diff_blocks)
+            };
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {releases} | {builds} | {free} | {:.2} % |\n",
+                c.name,
+                c.allocs,
+                c.matched,
+                c.path_matched,
+                100.0 * c.agreement
+            ));
+        }
+        s.push_str(&format!(
+            "| **all {} cases** | {} | {} | {} | | | | {:.2} % |\n",
+            self.cases.len(),
+            self.allocs,
+            self.matched,
+            self.cases.iter().map(|c| c.path_matched).sum::<u64>(),
+            100.0 * self.agreement
+        ));
+        s
     }
 }
 

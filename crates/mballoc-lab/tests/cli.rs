@@ -189,3 +189,112 @@ fn a_closed_stdout_is_a_quiet_exit_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(o.status.code(), Some(141), "{err}");
 }
+
+/// The stored capture with the fewest allocations (20), copied where a test may change it.
+fn small_case() -> tempfile::TempDir {
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernel-cases/fallocate3-4g");
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.path().join(f.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn replay_exits_non_zero_unless_every_case_agrees() {
+    let case = small_case();
+    let d = case.path().to_str().unwrap();
+    let o = mballoc(&["replay", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("100.00%"), "{}", stdout(&o));
+
+    // The kernel's first placement moved by one block: the replay still reports, then fails.
+    let allocs = case.path().join("allocs.jsonl");
+    let text = std::fs::read_to_string(&allocs).unwrap();
+    let changed = text.replacen("\"result_pstart\":8743", "\"result_pstart\":8744", 1);
+    assert_ne!(text, changed, "the capture's first placement moved");
+    std::fs::write(&allocs, changed).unwrap();
+    let o = mballoc(&["replay", d]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        stdout(&o).contains("19 "),
+        "the report is still printed: {}",
+        stdout(&o)
+    );
+    assert!(err.starts_with("error: the replay disagrees"), "{err}");
+    assert!(err.contains("19 of 20"), "{err}");
+}
+
+#[test]
+fn replay_markdown_is_the_library_table() {
+    let case = small_case();
+    let o = mballoc(&["replay", "--markdown", case.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rep = mballoc_lab::replay::replay_paths(&[case.path().to_path_buf()]).unwrap();
+    assert_eq!(stdout(&o), rep.markdown());
+    assert!(stdout(&o).starts_with("| case |"), "{}", stdout(&o));
+}
+
+#[test]
+fn every_error_has_the_same_prefix() {
+    // A usage error found by clap, one found by the lab, and a failure while running.
+    for args in [
+        &["run", "nosuch"][..],
+        &["run", WORKLOAD, "--set", "mb_group_prealloc=x"],
+        &["replay", "/nonexistent-capture-folder"],
+    ] {
+        let o = mballoc(args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn every_metric_list_names_is_in_the_run_output() {
+    let list = stdout(&mballoc(&["list"]));
+    let metrics: Vec<&str> = list
+        .lines()
+        .skip_while(|l| !l.starts_with("Metrics:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(metrics.len(), 12, "{list}");
+    // Names in parentheses that look like output keys (`(ops_per_sec)`, `(a, b)`).
+    let mut names = Vec::new();
+    for line in &metrics {
+        for part in line.split('(').skip(1) {
+            let inner = part.split(')').next().unwrap_or("");
+            for n in inner.split(", ") {
+                if n.contains('_') && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    names.push(n.to_string());
+                }
+            }
+        }
+    }
+    for want in ["layout_score", "xfs_frag_factor_pct", "unusable_index_2m"] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+    let mut args = vec!["run", WORKLOAD, "--json"];
+    args.extend_from_slice(SMALL);
+    let o = mballoc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    for n in &names {
+        assert!(
+            run.get(n).is_some(),
+            "`list` names {n}, the run has no such key"
+        );
+    }
+}
+
+#[test]
+fn reproduce_help_names_the_default_captures() {
+    let o = mballoc(&["reproduce", "--help"]);
+    let help = stdout(&o);
+    assert!(help.contains("kernel-cases"), "{help}");
+    assert!(!help.contains("shared/kernel-traces"), "{help}");
+}

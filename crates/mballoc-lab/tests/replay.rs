@@ -16,15 +16,15 @@ fn traces() -> Option<PathBuf> {
 #[test]
 fn every_public_case_matches_the_kernel_exactly() {
     let Some(dir) = traces() else {
-        eprintln!("shared/kernel-traces not found beside the repository: skipped");
+        eprintln!("kernel-cases/ not found: skipped");
         return;
     };
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
         37,
-        "the ten public cases, the fourteen of session 12, the seven of session 13 and the \
-         six fresh-mount captures of session 14 (kernel-cases/README.md)"
+        "the ten public cases and the 27 captured for what they leave out \
+         (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
@@ -45,6 +45,24 @@ fn every_public_case_matches_the_kernel_exactly() {
         assert_eq!(c.buddy_build_mismatches, 0, "{}: buddy builds", c.name);
     }
     assert_eq!(rep.agreement, 1.0);
+    assert!(rep.agrees());
+    assert_fidelity_doc_carries(&rep.markdown());
+}
+
+/// docs/fidelity.md carries the table `mballoc replay --markdown kernel-cases` prints, between
+/// two marker comments, so the document cannot drift from what the replay measures.
+fn assert_fidelity_doc_carries(table: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/fidelity.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = ("<!-- replay table begin -->\n", "<!-- replay table end -->");
+    let start = doc.find(begin).expect("begin marker") + begin.len();
+    let stop = doc[start..].find(end).expect("end marker") + start;
+    assert_eq!(
+        &doc[start..stop],
+        table,
+        "docs/fidelity.md's table differs from `mballoc replay --markdown kernel-cases`; \
+         paste the command's output between the markers"
+    );
 }
 
 /// The fresh-mount captures test the lazy path: every group's buddy is built during the same

@@ -50,7 +50,7 @@ fn small(workload: &str) -> RunConfig {
     cfg(workload, size, set)
 }
 
-/// The metric names of the design document that every run reports.
+/// The metric names (docs/lab.md) that every run reports.
 const NAMES: &[&str] = &[
     "ops_per_sec",
     "ops_per_sec_per_task",
@@ -77,6 +77,10 @@ const NAMES: &[&str] = &[
     "prefetch_loads",
     "groups_scanned_per_op",
     "e4defrag_score",
+    "xfs_frag_factor_pct",
+    "xfs_freesp_avg_blocks",
+    "layout_score",
+    "unusable_index_2m",
 ];
 
 #[test]

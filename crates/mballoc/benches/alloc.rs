@@ -3,7 +3,7 @@
 //!
 //! * `alloc_free_commit` — allocate 8 blocks, free the oldest of 4096 live extents, commit
 //!   every 64 frees (the `alloc_loop` example as a criterion bench);
-//! * `churn_pair` — one pair of the peer-allocators §6.4 churn at a smaller scale (2^20
+//! * `churn_pair` — one pair of the lab's churn benchmark at a smaller scale (2^20
 //!   blocks, 3,000 live of 1–256 blocks): free a random live allocation, allocate a new one
 //!   near the end of the previous one, commit every 64 frees.
 //!

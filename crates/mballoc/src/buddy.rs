@@ -522,7 +522,7 @@ mod tests {
         Buddy::generate(&used, 32768, 32768, 12)
     }
 
-    /// Design doc §2.4 (observed): metadata in 0..129 leaves one chunk each of orders
+    /// Observed with the kernel's mb_groups: metadata in 0..129 leaves one chunk each of orders
     /// 0..=6 and 8..=12 and three of order 13.
     #[test]
     fn generation_matches_kernel_example() {
@@ -532,7 +532,7 @@ mod tests {
         assert_eq!(b.largest_free_order(), 13);
     }
 
-    /// Design doc §3.11 worked example: find_extent grows chunk by chunk.
+    /// `mb_find_extent` grows the extent chunk by chunk.
     #[test]
     fn find_extent_is_buddy_granular() {
         let b = group_with_used(&[(0, 129), (512, 1024), (2048, 2048)]);

@@ -151,7 +151,7 @@ mod tests {
         window(size, logical, req, 12, 8 * K * K)
     }
 
-    /// The size ladder with 4 KiB blocks (design §3.6 and its worked examples).
+    /// The size ladder of `ext4_mb_normalize_request` with 4 KiB blocks.
     #[test]
     fn normalisation_ladder() {
         assert_eq!(win(303_104, 0, 74), (0, 512 * K));

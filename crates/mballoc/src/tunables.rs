@@ -5,7 +5,7 @@
 use crate::error::Error;
 use crate::geometry::Geometry;
 
-/// How the kernel version behaves where 6.18 and its stable series differ (design §0).
+/// How the kernel version behaves where 6.18 and its stable series (6.18.y) differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelFlavor {
     /// Mainline v6.18.

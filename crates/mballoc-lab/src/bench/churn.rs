@@ -1,4 +1,4 @@
-//! The churn benchmark (peer-allocators §6.4): a space of 2^24 units; 50,000 live allocations
+//! The churn benchmark: a space of 2^24 units; 50,000 live allocations
 //! of uniform 1–256 units; then 200,000 pairs of (free a random live allocation, allocate a
 //! new one). Timed: the pairs only, RNG and bookkeeping included, no warm-up.
 

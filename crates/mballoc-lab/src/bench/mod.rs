@@ -1,7 +1,7 @@
 //! `mballoc bench`: mballoc side by side with the allocators a user would pick instead, thread
-//! scaling, and a huge aged filesystem (issue 7).
+//! scaling, and a huge aged filesystem (figures: docs/performance.md).
 //!
-//! * [`churn`] — peer-allocators §6.4 on mballoc (linux-6.18, proposed), offset-allocator,
+//! * [`churn`] — the churn benchmark on mballoc (linux-6.18, proposed), offset-allocator,
 //!   xalloc, a first-fit bitmap and libext2fs (where built), with M4/M8 at the end.
 //! * [`threads`] — W1 (will-it-scale fallocate2) on 1, 2 … threads, linux-6.16, linux-6.18 and
 //!   proposed, with ext4's own fallocate2 requests and with normalised appenders.

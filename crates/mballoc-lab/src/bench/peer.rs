@@ -1,5 +1,5 @@
 //! The one interface every system in a side-by-side benchmark is driven through
-//! (peer-allocators §6.3, reduced to what the churn needs): allocate a run of units near a goal,
+//! (reduced to what the churn needs): allocate a run of units near a goal,
 //! free what an allocation returned, and say where free space is at the end.
 //!
 //! Each system keeps its own handle type, because some free by handle (offset-allocator,

@@ -1,4 +1,4 @@
-//! Thread scaling on W1 (will-it-scale `fallocate2`, workloads-and-metrics §6): thread `t` owns
+//! Thread scaling on W1 (will-it-scale `fallocate2`): thread `t` owns
 //! a private 256-block file, inode `FIRST_FILE_INO + t`, that it fills 2 blocks per request at
 //! its end, and frees whole when full (every extent freed, the inode's preallocations dropped,
 //! a journal commit). Driven directly on one shared [`Allocator`] over a fresh mkfs.ext4 layout

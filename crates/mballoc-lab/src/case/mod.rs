@@ -1,4 +1,4 @@
-//! Kernel capture cases (`shared/kernel-traces/<case>/`): a typed model of one capture, for
+//! Kernel capture cases (`kernel-cases/<case>/`): a typed model of one capture, for
 //! the replay command to drive the allocator with and check it against.
 //!
 //! A case is a directory with `initial_state.json` (geometry and per-group bitmaps),

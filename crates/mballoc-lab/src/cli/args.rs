@@ -118,7 +118,7 @@ pub struct ReproduceArgs {
     /// Laptop scale: every experiment shortened so the whole command takes minutes.
     #[arg(long)]
     pub quick: bool,
-    /// Folder of kernel captures (default: ../shared/kernel-traces beside the repository).
+    /// Folder of kernel captures (default: the repository's kernel-cases/).
     #[arg(long, value_name = "DIR")]
     pub traces: Option<PathBuf>,
     /// Only these seeds' experiments (ids like 000, 002; repeatable; default all).
@@ -146,8 +146,11 @@ pub struct ReplayArgs {
     #[arg(required = true)]
     pub cases: Vec<PathBuf>,
     /// Print one JSON object.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "markdown")]
     pub json: bool,
+    /// Print the Markdown table of docs/fidelity.md (one row per case and a total).
+    #[arg(long)]
+    pub markdown: bool,
     /// Mismatches to print per case.
     #[arg(long, default_value_t = 10)]
     pub show: usize,

@@ -38,6 +38,16 @@ pub enum CliError {
     /// Kernel-trace replay failed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
+    /// The replay ran but does not agree with the kernel everywhere.
+    #[error(
+        "the replay disagrees with the kernel: {matched} of {allocs} placements match; \
+         cases that differ: {cases}"
+    )]
+    Disagreement {
+        matched: u64,
+        allocs: u64,
+        cases: String,
+    },
     /// A report file could not be written.
     #[error(transparent)]
     Report(#[from] ReportError),

@@ -7,7 +7,7 @@ use mballoc::tunables::possible_cpus;
 use mballoc::{Geometry, Policy, Tunables};
 use mballoc_lab::workload;
 
-/// The metrics of the design document (§6), in its words.
+/// The metrics M1–M12, each with the run output's names (docs/lab.md defines every one).
 pub const METRICS: [(&str, &str); 12] = [
     ("M1", "throughput: ops/s total and per task, will-it-scale sampling (ops_per_sec)"),
     ("M2", "fsperf per-group fragmentation: frag_pct_{mean,min,p50,p95,p99,max}, fragmented_bg_count, bg_count"),
@@ -17,9 +17,9 @@ pub const METRICS: [(&str, &str); 12] = [
     ("M6", "e4defrag -c score: (now - best) * 100 / blocks, mapped to 0..100"),
     ("M7", "mb_groups dump and mb_stats counters (groups scanned/considered, useless loops)"),
     ("M8", "BlueStore fragmentation score and (E-1)/(F-1)"),
-    ("M9", "XFS frag factor (A - I) / A and the freesp power-of-two histogram"),
-    ("M10", "layout scores: static per file and aggregate, dynamic over a read trace"),
-    ("M11", "buddy-order indices: unusable free space and fragmentation index per order"),
+    ("M9", "XFS frag factor (A - I) / A (xfs_frag_factor_pct) and freesp power-of-two bins (xfs_freesp_avg_blocks)"),
+    ("M10", "static layout score: blocks placed right after their logical predecessor (layout_score)"),
+    ("M11", "buddy-order indices at 2 MiB: unusable free space and fragmentation index (unusable_index_2m, extfrag_index_2m)"),
     ("M12", "size-class diagnostics: group classes, allocations per stage, forced wrong-class"),
 ];
 

@@ -133,7 +133,8 @@ fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, C
         let labels: Vec<String> = pts.iter().map(|&(x, _)| bar_label(name, x)).collect();
         let values: Vec<f64> = pts.iter().map(|&(_, y)| y).collect();
         let title = format!("{name} — {} {} T={}", r.workload, r.policy, r.threads);
-        report::plot_bars(&title, y_axis(name), &labels, &values, &p)?;
+        let (x_axis, y_axis) = axes(name);
+        report::plot_bars(&title, x_axis, y_axis, &labels, &values, &p)?;
         written.push(p);
     }
     Ok(written)
@@ -165,15 +166,18 @@ fn kib_label(kib: f64) -> String {
     format!("{}T", report::table::fmt_num(v))
 }
 
-fn y_axis(series: &str) -> &'static str {
+/// The axis names of a series' bar chart: what the bars stand for (x) and what they measure (y).
+fn axes(series: &str) -> (&'static str, &'static str) {
     if series.starts_with("frag_pct") {
-        "frag_pct"
+        ("group", "frag_pct")
     } else if series.contains("percentile") {
-        "ns"
+        ("percentile", "ns")
+    } else if series.contains("free_extent") {
+        ("free extent size (at least)", "extents")
     } else if series.contains("histogram") || series.contains("distribution") {
-        "extents"
+        ("extent size (at least)", "extents")
     } else {
-        "value"
+        ("x", "value")
     }
 }
 

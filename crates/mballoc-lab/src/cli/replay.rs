@@ -1,5 +1,5 @@
 //! `mballoc replay` and `mballoc groups`: the kernel-trace fidelity proof and the mb_groups dump
-//! of a fresh filesystem (unchanged behaviour, moved out of `main.rs`).
+//! of a fresh filesystem.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -28,13 +28,25 @@ pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
     out(&alloc.mb_groups().map_err(|e| other(&e))?)
 }
 
-/// `mballoc replay`.
+/// `mballoc replay`: prints the report, then fails (exit code 1) unless every case agrees
+/// with the kernel, so that a script or CI job cannot miss a divergence.
 pub fn cmd_replay(a: &ReplayArgs) -> Result<(), CliError> {
     let rep = replay::replay_paths(&a.cases)?;
     if a.json {
-        outln(&to_json(&rep)?)
+        outln(&to_json(&rep)?)?;
+    } else if a.markdown {
+        out(&rep.markdown())?;
     } else {
-        out(&render(&rep, a.show))
+        out(&render(&rep, a.show))?;
+    }
+    if rep.agrees() {
+        Ok(())
+    } else {
+        Err(CliError::Disagreement {
+            matched: rep.matched,
+            allocs: rep.allocs,
+            cases: rep.disagreeing().join(", "),
+        })
     }
 }
 

@@ -1,5 +1,5 @@
 //! The readable summary of one run: the heading, then every scalar metric grouped by what it
-//! measures (the design's M1–M8), three to a line, so seventy metrics fit on one screen.
+//! measures (M1–M11), three to a line, so seventy metrics fit on one screen.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,14 +21,20 @@ const GROUPS: [(&str, Member); 6] = [
     ("latency (M3)", |k| {
         k.starts_with("latency") || k.contains("_latency") || k == "alloc_calls"
     }),
-    ("free space (M4, M8)", |k| {
-        k.starts_with("free") || k.ends_with("free_extent_kb") || k.starts_with("bluestore")
+    ("free space (M4, M8, M9, M11)", |k| {
+        k.starts_with("free")
+            || k.ends_with("free_extent_kb")
+            || k.starts_with("bluestore")
+            || k.starts_with("xfs_freesp")
+            || k.ends_with("_index_2m")
     }),
-    ("files (M5, M6)", |k| {
+    ("files (M5, M6, M9, M10)", |k| {
         k.contains("extent_kb")
             || k.starts_with("extents_per_file")
             || k.contains("file")
             || k.starts_with("e4defrag")
+            || k.starts_with("xfs_frag")
+            || k.starts_with("layout")
     }),
     ("allocator (M7)", |k| {
         k.starts_with("mb_")

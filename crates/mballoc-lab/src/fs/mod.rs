@@ -10,7 +10,7 @@
 //! | [`Task::fsync`] (buffered writeback) | one per contiguous dirty run, ≤ 2048 blocks each (`MAX_WRITEPAGES_EXTENT_LEN`) | `HINT_DATA \| DELALLOC_RESERVED \| USE_RESERVED` | the file's size |
 //! | [`Task::write_direct`] | one per hole, ≤ 32768 blocks each | `HINT_DATA` | the size before the write |
 //!
-//! These match the kernel captures in `shared/kernel-traces` (flags 96/32 for fallocate,
+//! These match the kernel captures in `kernel-cases/` (flags 96/32 for fallocate,
 //! 9248 for writeback). Every request may return fewer blocks than asked; the layer loops.
 
 mod error;

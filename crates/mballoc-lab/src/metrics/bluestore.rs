@@ -10,8 +10,8 @@
 //! 1 = all free space in single blocks.
 //!
 //! Note: Allocator.cc's `push_next_scale` picks the multiplier by the index of the scale being
-//! *appended* (`ss = scales.size()`); we follow the code. The design note writes the same
-//! recurrence indexed by the previous element, which differs only for 21 ≤ i ≤ 27.
+//! *appended* (`ss = scales.size()`); we follow the code. The same recurrence
+//! indexed by the previous element would differ only for 21 ≤ i ≤ 27.
 //! Degenerate maps where `ideal == terrible` (no free space, or exactly one free block) have no
 //! possible fragmentation and score 0 (Ceph would divide 0 by 0).
 //!

@@ -1,5 +1,5 @@
-//! Extent-size distribution of allocated space (§4.10 of the design: "average extent size",
-//! share of data in large extents), bucketed like e2freefrag's histogram so that free-space and
+//! Extent-size distribution of allocated space ("average extent size" and the share of data in
+//! large extents, the figures allocator patches quote), bucketed like e2freefrag's histogram so that free-space and
 //! allocated-space plots line up. Extents are the physically contiguous runs filefrag counts.
 
 use super::error::MetricsError;

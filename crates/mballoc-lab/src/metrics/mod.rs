@@ -1,4 +1,4 @@
-//! Allocator metrics M1–M12 of the lab design (`workloads-and-metrics.md` §4, §6), as pure
+//! Allocator metrics M1–M12 (defined in docs/lab.md), as pure
 //! functions of plain data: per-group free extents or bitmaps, per-file extent lists, latency
 //! samples, operation counters, per-group size classes. Nothing here depends on the allocator's
 //! internals, so the same code measures the Rust allocator, a kernel capture or a hand-built

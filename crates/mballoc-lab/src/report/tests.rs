@@ -202,6 +202,51 @@ fn svg_plots_are_written() {
     assert_svg(&d.join("sizes.svg"), "file extent sizes");
 }
 
+/// The text of every `<text>` element of an SVG, in order.
+fn svg_texts(path: &std::path::Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(path).unwrap();
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn one_thread_throughput_plot_has_whole_thread_ticks() {
+    let d = out_dir("one-thread");
+    let p = d.join("tput.svg");
+    let one = vec![Series {
+        label: "linux-6.18".into(),
+        points: vec![(1.0, 5000.0)],
+    }];
+    plot_throughput("t", &one, &p).unwrap();
+    let texts = svg_texts(&p);
+    assert!(texts.iter().any(|t| t == "1"), "no tick 1: {texts:?}");
+    let numbers: Vec<f64> = texts.iter().filter_map(|t| t.parse().ok()).collect();
+    assert!(
+        numbers.len() >= 3
+            && numbers
+                .iter()
+                .all(|n| n.fract() == 0.0 && !texts.contains(&format!("{n:.1}"))),
+        "fractional tick: {texts:?}"
+    );
+    assert!(texts.iter().any(|t| t == "threads"), "{texts:?}");
+}
+
+#[test]
+fn bar_plots_name_their_x_axis() {
+    let d = out_dir("xdesc");
+    plot_frag_pct(&fsperf_frag(&space()), &d.join("frag.svg")).unwrap();
+    assert!(svg_texts(&d.join("frag.svg")).iter().any(|t| t == "group"));
+    let f = e2freefrag(&space(), &FreeFragOptions::default()).unwrap();
+    plot_free_extent_histogram(&f.histogram, &d.join("free.svg")).unwrap();
+    let texts = svg_texts(&d.join("free.svg"));
+    assert!(texts.iter().any(|t| t == "free extent size"), "{texts:?}");
+}
+
 #[test]
 fn bad_plot_input_is_an_error() {
     let d = out_dir("bad");
@@ -219,7 +264,7 @@ fn bad_plot_input_is_an_error() {
         Err(ReportError::NonFinite(_))
     ));
     assert!(matches!(
-        plot_bars("t", "y", &["a".into()], &[1.0, 2.0], &p),
+        plot_bars("t", "x", "y", &["a".into()], &[1.0, 2.0], &p),
         Err(ReportError::LabelMismatch {
             labels: 1,
             values: 2
@@ -240,7 +285,15 @@ fn bad_plot_input_is_an_error() {
 #[test]
 fn single_bar_chart() {
     let d = out_dir("one");
-    plot_bars("one", "y", &["only".into()], &[3.0], &d.join("one.svg")).unwrap();
+    plot_bars(
+        "one",
+        "x",
+        "y",
+        &["only".into()],
+        &[3.0],
+        &d.join("one.svg"),
+    )
+    .unwrap();
     assert_svg(&d.join("one.svg"), "only");
     // Background plus the bar: the single-category case must still draw its bar.
     let text = std::fs::read_to_string(d.join("one.svg")).unwrap();
@@ -248,6 +301,6 @@ fn single_bar_chart() {
     // Many categories: labels are thinned, nothing panics.
     let labels: Vec<String> = (0..500).map(|i| i.to_string()).collect();
     let values: Vec<f64> = (0..500).map(f64::from).collect();
-    plot_bars("many", "y", &labels, &values, &d.join("many.svg")).unwrap();
+    plot_bars("many", "x", "y", &labels, &values, &d.join("many.svg")).unwrap();
     assert_svg(&d.join("many.svg"), "many");
 }

@@ -1,5 +1,6 @@
-//! Turns the end state of a run into a [`RunResult`]: the on-disk free space (M2, M4, M7, M8),
-//! the surviving files (M5, M6, extent sizes), the allocation calls (M3), throughput (M1),
+//! Turns the end state of a run into a [`RunResult`]: the on-disk free space (M2, M4, M7, M8,
+//! M9's freesp, M11), the surviving files (M5, M6, M9's frag factor, M10's static layout score,
+//! extent sizes), the allocation calls (M3), throughput (M1),
 //! mb_stats counters and size classes (M12). Every figure comes from the functions of
 //! [`crate::metrics`]; this module only gathers their inputs and names the outputs.
 //!
@@ -19,13 +20,16 @@ use crate::fs::{File, Recorder};
 use crate::metrics::bluestore::bluestore_scores;
 use crate::metrics::e4defrag::e4defrag_score;
 use crate::metrics::extent_sizes::extent_sizes;
+use crate::metrics::extfrag::extfrag_indices;
 use crate::metrics::filefrag::file_extents;
 use crate::metrics::frag_pct::fsperf_frag_masked;
 use crate::metrics::freefrag::{e2freefrag, FreeFragOptions};
 use crate::metrics::latency::latency_stats;
+use crate::metrics::layout::layout_score;
 use crate::metrics::mb_groups::{mb_groups, render_mb_groups, total_counters};
 use crate::metrics::size_class::{size_class_report, GroupClass, SizeClass, SizeClassEvents};
 use crate::metrics::throughput::Throughput;
+use crate::metrics::xfs::{xfs_frag, xfs_freesp};
 use crate::metrics::{FileExtent, FreeSpace, RunScope};
 
 /// Per-group detail (mb_groups rows, frag_pct per group) is kept up to this many groups.
@@ -198,8 +202,21 @@ fn free_space_metrics(
     s.insert("bluestore_fragmentation".into(), bs.fragmentation);
     detail.insert("bluestore".into(), ser(&bs));
 
+    let fs = xfs_freesp(space);
+    s.insert("xfs_freesp_avg_blocks".into(), fs.average_free_extent_size);
+    detail.insert("xfs_freesp".into(), ser(&fs));
+
     let groups = mb_groups(space);
-    detail.insert("mb_groups_totals".into(), ser(&total_counters(&groups)));
+    let counters = total_counters(&groups);
+    let ef = extfrag_indices(&counters);
+    // The order of a 2 MiB request (a huge page with 4 KiB blocks), as mm's extfrag_index reports.
+    let order_2m = (2u64 << 20).trailing_zeros() - env.geo.block_size().trailing_zeros();
+    if let Some(o) = ef.orders.get(order_2m as usize) {
+        s.insert("unusable_index_2m".into(), o.unusable_index);
+        s.insert("extfrag_index_2m".into(), o.extfrag_index);
+    }
+    detail.insert("extfrag".into(), ser(&ef));
+    detail.insert("mb_groups_totals".into(), ser(&counters));
     if groups.len() <= DETAIL_GROUPS {
         detail.insert(
             "mb_groups_text".into(),
@@ -251,6 +268,17 @@ fn file_metrics(
     )?;
     s.insert("e4defrag_score".into(), d.score);
     detail.insert("e4defrag".into(), ser(&d));
+
+    let xf = xfs_frag(&fx)?;
+    s.insert("xfs_frag_factor_pct".into(), xf.frag_factor_pct);
+    detail.insert("xfs_frag".into(), ser(&xf));
+    let ls = layout_score(&fx)?;
+    s.insert("layout_score".into(), ls.layout_score);
+    detail.insert(
+        "layout".into(),
+        json!({"contiguous_blocks": ls.contiguous_blocks,
+               "blocks_with_predecessor": ls.blocks_with_predecessor}),
+    );
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! The workloads of the lab design (`workloads-and-metrics.md` §6) and the seeds' experiments,
+//! The lab's workloads (W1–W14, listed in docs/lab.md) and the seeds' experiments,
 //! run on the file layer ([`crate::fs`]) over one shared allocator, with the metrics of
 //! [`crate::metrics`] gathered into one [`RunResult`].
 //!
@@ -180,7 +180,7 @@ pub struct RunResult {
     pub fs_size: u64,
     pub seed: u64,
     pub elapsed_s: f64,
-    /// Flat metrics with the design document's names.
+    /// Flat metrics under the names docs/lab.md defines.
     pub scalars: BTreeMap<String, f64>,
     /// Plottable series: `frag_pct_per_group`, `free_extent_histogram`,
     /// `extent_size_distribution`, ...

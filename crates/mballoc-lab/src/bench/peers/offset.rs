@@ -10,8 +10,8 @@ pub struct OffsetPeer {
 }
 
 impl OffsetPeer {
-    /// `max_allocs` sizes the node pool; the churn keeps ~50k live, so 1M (as in the design's
-    /// harness) never runs out.
+    /// `max_allocs` sizes the node pool; the churn keeps ~50k live, so 1M never runs
+    /// out.
     pub fn new(size: u32, max_allocs: u32) -> OffsetPeer {
         OffsetPeer {
             a: Allocator::with_max_allocs(size, max_allocs),

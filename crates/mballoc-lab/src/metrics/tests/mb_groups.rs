@@ -3,7 +3,7 @@ use crate::metrics::FreeSpace;
 
 #[test]
 fn fresh_group_matches_the_kernel_observation() {
-    // ext4-mballoc.md §2.4 (observed on a fresh 1 GiB fs): group 1 with metadata in clusters
+    // Observed with the kernel's mb_groups on a fresh 1 GiB fs: group 1 with metadata in clusters
     // 0..128, run [129, 32768) decomposes into one chunk each of orders 0..6 and 8..12 and
     // three order-13 chunks (order 7 = 0): 129 | 130-131 | 132-135 | … | 192-255 | 256-511 |
     // … | 4096-8191 | 8192, 16384, 24576 (order 13 = 8192 blocks is the cap for 4 KiB blocks).

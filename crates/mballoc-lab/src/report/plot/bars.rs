@@ -11,9 +11,10 @@ use std::path::Path;
 
 const BAR: RGBColor = RGBColor(31, 119, 180);
 
-/// Draws one bar per `(label, value)` to an SVG file.
+/// Draws one bar per `(label, value)` to an SVG file; `x_desc` names what the categories are.
 pub fn plot_bars(
     title: &str,
+    x_desc: &str,
     y_desc: &str,
     labels: &[String],
     values: &[f64],
@@ -45,6 +46,7 @@ pub fn plot_bars(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .draw()
         .map_err(&err)?;
@@ -74,6 +76,7 @@ pub fn plot_frag_pct(frag: &FragPct, path: &Path) -> Result<(), ReportError> {
         .collect();
     plot_bars(
         "frag_pct per group (fsperf)",
+        "group",
         "frag_pct",
         &labels,
         &frag.per_group_frag_pct,
@@ -85,6 +88,7 @@ pub fn plot_frag_pct(frag: &FragPct, path: &Path) -> Result<(), ReportError> {
 pub fn plot_free_extent_histogram(hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
     plot_buckets(
         "free extent sizes (e2freefrag)",
+        "free extent size",
         "% of free blocks",
         hist,
         path,
@@ -93,11 +97,23 @@ pub fn plot_free_extent_histogram(hist: &[SizeBucket], path: &Path) -> Result<()
 
 /// Extent-size distribution: percentage of file blocks per extent size range.
 pub fn plot_extent_sizes(hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
-    plot_buckets("file extent sizes", "% of file blocks", hist, path)
+    plot_buckets(
+        "file extent sizes",
+        "extent size",
+        "% of file blocks",
+        hist,
+        path,
+    )
 }
 
-fn plot_buckets(title: &str, y: &str, hist: &[SizeBucket], path: &Path) -> Result<(), ReportError> {
+fn plot_buckets(
+    title: &str,
+    x: &str,
+    y: &str,
+    hist: &[SizeBucket],
+    path: &Path,
+) -> Result<(), ReportError> {
     let labels: Vec<String> = hist.iter().map(|b| b.range.clone()).collect();
     let values: Vec<f64> = hist.iter().map(|b| b.percent).collect();
-    plot_bars(title, y, &labels, &values, path)
+    plot_bars(title, x, y, &labels, &values, path)
 }

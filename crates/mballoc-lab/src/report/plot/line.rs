@@ -34,6 +34,9 @@ pub fn plot_throughput(title: &str, series: &[Series], path: &Path) -> Result<()
     }
     check_finite(all.iter().flat_map(|p| [&p.0, &p.1]), "throughput series")?;
     let x_max = all.iter().map(|p| p.0).fold(1.0, f64::max);
+    // Thread counts are whole numbers: ticks on whole steps only (a one-thread run would
+    // otherwise get 0.0, 0.2, ... 1.0), about eight of them at most.
+    let x_step = (x_max / 8.0).ceil().max(1.0);
     let y_max = all.iter().map(|p| p.1).fold(0.0, f64::max);
     let err = plot_err(path);
     let root = SVGBackend::new(path, PLOT_SIZE).into_drawing_area();
@@ -43,12 +46,17 @@ pub fn plot_throughput(title: &str, series: &[Series], path: &Path) -> Result<()
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..x_max * 1.05, 0f64..y_top(y_max))
+        .build_cartesian_2d(
+            (0f64..x_max + x_step / 2.0).step(x_step),
+            0f64..y_top(y_max),
+        )
         .map_err(&err)?;
     chart
         .configure_mesh()
         .x_desc("threads")
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .y_desc("ops/s")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(&err)?;
     for (i, s) in series.iter().enumerate() {
