@@ -67,6 +67,9 @@ def figures(r):
         m["append_write_lat_ns_mean"] = j["write"]["lat_ns"]["mean"]
         m["append_sync_lat_ns_mean"] = j["sync"]["lat_ns"]["mean"]
         m["append_runtime_ms"] = j["write"]["runtime"]
+        # fio's latency percentiles (percent -> ns): write completion and fdatasync
+        m["append_write_clat_ns_pct"] = j["write"]["clat_ns"]["percentile"]
+        m["append_sync_lat_ns_pct"] = j["sync"]["lat_ns"]["percentile"]
     return m
 
 
@@ -86,7 +89,10 @@ def trim(r):
 
 
 def median(vals):
+    """Median of numbers; of tables (dicts), the median of every entry."""
     vals = [v for v in vals if v is not None]
+    if vals and isinstance(vals[0], dict):
+        return {k: statistics.median(v[k] for v in vals) for k in vals[0]}
     return statistics.median(vals) if vals else None
 
 

@@ -36,7 +36,8 @@ use super::measure::Output;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
 use crate::fs::{File, Task};
-use costs::Costs;
+use super::rng::Rng;
+use costs::{Costs, Latency};
 use jobfile::{Engine, JobFile, JobSpec, Layout};
 
 /// Upstream fsperf needs 16 GiB (foursizes peaks at 8 GiB of live data); scale 0.5 fits 8 GiB.
@@ -141,8 +142,11 @@ pub struct FioJob {
     spec: JobSpec,
     cpu: u32,
     clock: u64,
-    io_us: u64,
-    sync_us: u64,
+    /// Latency of a write or fallocate, and of an fdatasync.
+    io: Latency,
+    sync: Latency,
+    /// Draws this copy's latencies.
+    rng: Rng,
     loop_us: u64,
     loop_i: u64,
     io_i: u64,
@@ -156,18 +160,19 @@ pub struct FioJob {
 }
 
 impl FioJob {
-    fn new(spec: JobSpec, cpu: u32, costs: &Costs, test: &str) -> Result<FioJob, LabError> {
-        let (io_us, sync_us) = match spec.engine {
-            Engine::Falloc => (costs.falloc_us(spec.bs), 0),
-            Engine::Sync => costs.append_us(test)?,
+    fn new(spec: JobSpec, cpu: u32, costs: &Costs, test: &str, rng: Rng) -> Result<FioJob, LabError> {
+        let (io, sync) = match spec.engine {
+            Engine::Falloc => (Latency::fixed(costs.falloc_us(spec.bs)), Latency::fixed(0)),
+            Engine::Sync => costs.append(test)?,
         };
         Ok(FioJob {
             loop_us: costs.loop_us(spec.bs),
             spec,
             cpu,
             clock: 0,
-            io_us,
-            sync_us,
+            io,
+            sync,
+            rng,
             loop_i: 0,
             io_i: 0,
             next: Next::Io,
@@ -215,7 +220,7 @@ impl FioJob {
             Engine::Falloc => t.fallocate(f, at, self.spec.bs, false)?,
             Engine::Sync => t.write_buffered(f, at, self.spec.bs)?,
         }
-        self.clock += self.io_us + self.spec.thinktime_us;
+        self.clock += self.io.at(self.rng.unit()) + self.spec.thinktime_us;
         self.io_i += 1;
         // do_io stops once the loop's bytes are issued: the fdatasync due after its last write
         // is never issued, and that write stays dirty.
@@ -247,7 +252,7 @@ impl FioJob {
         if let Some(f) = self.file.as_mut() {
             t.fsync(f)?;
         }
-        self.clock += self.sync_us;
+        self.clock += self.sync.at(self.rng.unit());
         self.next = self.after_io();
         Ok(())
     }
@@ -319,8 +324,10 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let mut jobs: Vec<FioJob> = Vec::new();
     for s in &specs {
         for _ in 0..s.numjobs {
-            let cpu = jobs.len() as u32 % env.cpus;
-            jobs.push(FioJob::new(s.clone(), cpu, &costs, &cfg.workload)?);
+            let i = jobs.len() as u64;
+            let cpu = (i % u64::from(env.cpus)) as u32;
+            let rng = Rng::for_task(cfg.seed, i);
+            jobs.push(FioJob::new(s.clone(), cpu, &costs, &cfg.workload, rng)?);
         }
     }
     let mut setup = env.fs.task(0);

@@ -67,7 +67,7 @@ fn costs() -> Costs {
 
 fn job(text: &str) -> FioJob {
     let spec = JobFile::parse("t.fio", text).unwrap().jobs.remove(0);
-    FioJob::new(spec, 0, &costs(), "t").unwrap()
+    FioJob::new(spec, 0, &costs(), "t", crate::workload::rng::Rng::new(1)).unwrap()
 }
 
 /// Runs one job to its end; returns the files it kept and the used blocks after a commit.
@@ -147,7 +147,7 @@ fn runtime_caps_the_loops() {
     let text =
         format!("{FALLOC}unlink_each_loop=1\nunlink=1\nloops=400\nthinktime=1s\nruntime=10s\n");
     let j = job(&text);
-    let cost = j.io_us + 1_000_000;
+    let cost = costs().falloc_us(MIB) + 1_000_000;
     let (_, _, steps) = drive(&fs, j);
     // I/Os start while the clock is below 10 s, then one step finishes the job.
     assert_eq!(steps, 10_000_000u64.div_ceil(cost) + 1);
