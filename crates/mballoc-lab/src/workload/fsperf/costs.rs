@@ -148,12 +148,12 @@ impl Costs {
     /// reference runs had no appenders.
     pub fn append(&self, test: &str) -> Result<(Latency, Latency), LabError> {
         self.append.clone().ok_or_else(|| {
-                LabError::bad(
-                    "workload",
-                    test,
-                    "no measured append latency in kernel-frag/reference.json",
-                )
-            })
+            LabError::bad(
+                "workload",
+                test,
+                "no measured append latency in kernel-frag/reference.json",
+            )
+        })
     }
 
     /// For the run's detail output.
@@ -186,13 +186,16 @@ mod tests {
         let l = Latency {
             points: vec![(0.1, 10.0), (0.5, 20.0), (0.9, 100.0)],
         };
-        assert_eq!((l.at(0.0), l.at(0.3), l.at(0.7), l.at(0.99)), (10, 15, 60, 100));
+        assert_eq!(
+            (l.at(0.0), l.at(0.3), l.at(0.7), l.at(0.99)),
+            (10, 15, 60, 100)
+        );
         assert_eq!(Latency::fixed(7).at(0.42), 7);
     }
 
     #[test]
     fn every_fsperf_test_has_its_measurements() {
-        for t in super::super::TESTS {
+        for t in &super::super::TESTS {
             let c = Costs::measured(t.name).unwrap();
             assert!(c.falloc_us(128 << 10) > 0);
             assert!(c.falloc_us(128 << 20) > c.falloc_us(128 << 10));

@@ -33,10 +33,10 @@ use serde_json::json;
 use super::error::LabError;
 use super::exec::{run_jobs, Job};
 use super::measure::Output;
+use super::rng::Rng;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
 use crate::fs::{File, Task};
-use super::rng::Rng;
 use costs::{Costs, Latency};
 use jobfile::{Engine, JobFile, JobSpec, Layout};
 
@@ -160,7 +160,13 @@ pub struct FioJob {
 }
 
 impl FioJob {
-    fn new(spec: JobSpec, cpu: u32, costs: &Costs, test: &str, rng: Rng) -> Result<FioJob, LabError> {
+    fn new(
+        spec: JobSpec,
+        cpu: u32,
+        costs: &Costs,
+        test: &str,
+        rng: Rng,
+    ) -> Result<FioJob, LabError> {
         let (io, sync) = match spec.engine {
             Engine::Falloc => (Latency::fixed(costs.falloc_us(spec.bs)), Latency::fixed(0)),
             Engine::Sync => costs.append(test)?,

@@ -61,7 +61,7 @@ fn small_fs() -> Fs {
 fn costs() -> Costs {
     Costs::fixed(
         &[(4096, 10.0, 0.0), (64 * MIB, 1000.0, 0.0)],
-        Some((5.0, 100.0)),
+        Some((5, 100)),
     )
 }
 
