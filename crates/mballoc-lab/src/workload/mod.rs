@@ -72,6 +72,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "possible CPUs of the simulated machine (default: max(threads, 2))",
     ),
     (
+        "scale",
+        "fsperf tests: volume scale of fsperf's job files (0..1, default 1; 0.5 = the scaled files of kernel-frag/jobs)",
+    ),
+    (
         "lazy",
         "1: leave group bitmaps unread until needed (default: on for big fs and cold-mount workloads)",
     ),
@@ -88,7 +92,7 @@ static CATALOG: &[WorkloadInfo] = &[
     },
     WorkloadInfo {
         name: "bufferedappendvsfallocate",
-        description: "W3 fsperf: 4 x 256 MiB short-lived fallocates against 32 x 64 KiB fdatasync appenders",
+        description: "W3 fsperf: 4 x 256 MiB short-lived fallocates (500 ms apart, 20 s) against 32 x 64 KiB fdatasync appenders",
     },
     WorkloadInfo {
         name: "correlatedlifetimes",
