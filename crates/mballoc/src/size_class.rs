@@ -27,8 +27,9 @@
 //! scan leaves most placements to the class-blind goal chains, packs the windows of many
 //! growing files into one group of their class (each file's unused window tail becomes a hole
 //! when it is discarded at close), classes a file by whatever piece a window left over, and
-//! takes the buddy's lowest aligned chunk. Four switches (ours, each measurable alone, all on
-//! in `proposed`) make a class describe a file's run and keep that run whole:
+//! takes the buddy's lowest aligned chunk. Four switches (ours, each measurable alone) make a
+//! class describe a file's run and keep that run whole; `proposed` sets the last three, as
+//! the first changes nothing measured once they are on:
 //! - `size_class_strict_goal`: the goal try refuses a goal inside another class's group.
 //! - `size_class_stream_groups`: a request that starts a new run of its file (its first
 //!   blocks, a window that missed its goal, or a goal outside its class) walks the empty
