@@ -22,6 +22,19 @@ use serde::Serialize;
 use super::error::CliError;
 use super::output::IDENTITY;
 
+/// Makes sure `dir` exists (created if missing) and takes files, before a long run starts:
+/// a bad `--out` is then a usage error at once, not a failure after minutes of work.
+pub fn check_writable(dir: &Path) -> Result<(), CliError> {
+    let bad = |source: std::io::Error| CliError::OutDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(bad)?;
+    let probe = dir.join(".mballoc-write-probe");
+    std::fs::write(&probe, b"").map_err(bad)?;
+    std::fs::remove_file(&probe).map_err(bad)
+}
+
 /// Writes every file of the table above into `dir` (created if missing); returns the paths.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliError> {
     std::fs::create_dir_all(dir).map_err(|source| CliError::OutDir {
@@ -132,7 +145,13 @@ fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, C
         let p = dir.join(format!("{stem}.{}.svg", clean(name)));
         let labels: Vec<String> = pts.iter().map(|&(x, _)| bar_label(name, x)).collect();
         let values: Vec<f64> = pts.iter().map(|&(_, y)| y).collect();
-        let title = format!("{name} — {} {} T={}", r.workload, r.policy, r.threads);
+        // Policy and settings: the two sides of an A/B pair differ only in a setting.
+        let title = format!(
+            "{name} — {} {} T={}",
+            r.workload,
+            super::config::label_of(r),
+            r.threads
+        );
         report::plot_bars(&title, y_axis(name), &labels, &values, &p)?;
         written.push(p);
     }

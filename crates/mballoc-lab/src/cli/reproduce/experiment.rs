@@ -3,12 +3,14 @@
 
 use mballoc::tunables::possible_cpus;
 use mballoc::{Geometry, Policy};
+use mballoc_lab::report::table::fmt_num;
 use mballoc_lab::report::ComparisonTable;
 use mballoc_lab::workload::{self, RunConfig, RunResult};
 use serde::Serialize;
 
 use super::pairs::{run_pairs, Pairs};
 use super::seeds::{Case, Experiment};
+use super::verdict::{verdict, Judged, Status, Verdict};
 use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
 
@@ -28,8 +30,52 @@ pub struct SeedReport {
     /// Cases that failed, with the error; the other cases still run.
     pub failed: Vec<String>,
     pub notes: Vec<String>,
+    /// Every row with a claim, judged.
+    pub judged: Vec<JudgedRow>,
+    pub verdict: Verdict,
+    /// The seed's claim in a few words (the summary's "published" column).
+    pub claim: String,
     #[serde(skip)]
     pub runs: Vec<RunResult>,
+}
+
+/// A table row with its claim and the judgement.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgedRow {
+    /// `workload T=n: metric`, as in the table.
+    pub label: String,
+    pub base: f64,
+    pub improved: f64,
+    pub headline: bool,
+    /// The seed's words or figures behind the rule.
+    pub basis: String,
+    pub judged: Judged,
+}
+
+impl JudgedRow {
+    /// `[pass] label: +12.3%; rule (main claim)`.
+    fn render(&self) -> String {
+        let mark = match self.judged.status {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::NotCounted => " -- ",
+        };
+        let change = self.judged.change.map_or("n/a".into(), fmt_change);
+        let main = if self.headline { " (main claim)" } else { "" };
+        format!(
+            "    [{mark}] {}: {change}; {}{main}\n",
+            self.label, self.judged.rule
+        )
+    }
+}
+
+/// `+12.3%`, or `from 0` for a change from 0 to something.
+pub fn fmt_change(d: f64) -> String {
+    if d.is_infinite() {
+        "from 0".into()
+    } else {
+        format!("{d:+.1}%")
+    }
 }
 
 impl SeedReport {
@@ -53,7 +99,68 @@ impl SeedReport {
         for n in &self.notes {
             s.push_str(&format!("note: {n}\n"));
         }
+        if !self.judged.is_empty() {
+            s.push_str("criteria:\n");
+            let mut basis = "";
+            for j in &self.judged {
+                if j.basis != basis {
+                    basis = &j.basis;
+                    s.push_str(&format!("  seed: {basis}\n"));
+                }
+                s.push_str(&j.render());
+            }
+        }
+        s.push_str(&format!("verdict: {}\n", self.verdict_line()));
         s
+    }
+
+    /// `not reproduced (2 of 9 judged rows met; a main claim failed)`.
+    pub fn verdict_line(&self) -> String {
+        let count = |st: Status| self.judged.iter().filter(|j| j.judged.status == st).count();
+        let (pass, fail) = (count(Status::Pass), count(Status::Fail));
+        let mut s = self.verdict.words().to_string();
+        if pass + fail > 0 {
+            s.push_str(&format!(" ({pass} of {} judged rows met", pass + fail));
+            if self
+                .judged
+                .iter()
+                .any(|j| j.headline && j.judged.status == Status::Fail)
+            {
+                s.push_str("; a main claim failed");
+            }
+            s.push(')');
+        } else if self.judged.is_empty() && !(self.failed.is_empty() && self.skipped.is_empty()) {
+            s.push_str(" (no case ran)");
+        }
+        s
+    }
+
+    /// Our side of the summary: the first main-claim row as `label a -> b (change)`; for a seed
+    /// without one, every counted row's change.
+    pub fn ours(&self) -> String {
+        let change = |j: &JudgedRow| j.judged.change.map_or("n/a".into(), fmt_change);
+        let counted: Vec<&JudgedRow> = self
+            .judged
+            .iter()
+            .filter(|j| j.judged.status != Status::NotCounted)
+            .collect();
+        if let Some(j) = counted.iter().find(|j| j.headline) {
+            return format!(
+                "{} {} -> {} ({})",
+                j.label,
+                fmt_num(j.base),
+                fmt_num(j.improved),
+                change(j)
+            );
+        }
+        if counted.is_empty() {
+            return "-".into();
+        }
+        let parts: Vec<String> = counted
+            .iter()
+            .map(|j| format!("{} {}", j.label, change(j)))
+            .collect();
+        parts.join("; ")
     }
 }
 
@@ -108,6 +215,9 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
         skipped: Vec::new(),
         failed: Vec::new(),
         notes: e.notes.iter().map(|n| n.to_string()).collect(),
+        judged: Vec::new(),
+        verdict: Verdict::NotMeasurable,
+        claim: e.claim.to_string(),
         runs: Vec::new(),
     };
     for c in e.cases {
@@ -127,18 +237,48 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
             }
         };
         add_rows(&mut table, c, &pairs);
+        report.judged.extend(judge_rows(c, &pairs));
         report.ran.push(ran_line(c, &pairs));
         report.runs.extend(pairs.into_runs());
     }
     report.table = table;
+    let rows: Vec<(bool, Status)> = report
+        .judged
+        .iter()
+        .map(|j| (j.headline, j.judged.status))
+        .collect();
+    report.verdict = verdict(&rows);
     report
+}
+
+/// The rows of `c` that carry a claim, judged on our medians.
+fn judge_rows(c: &Case, pairs: &Pairs) -> Vec<JudgedRow> {
+    c.rows
+        .iter()
+        .filter_map(|r| {
+            let claim = r.claim?;
+            let (a, b) = pairs.medians(r.metric);
+            Some(JudgedRow {
+                label: label(c, r.metric),
+                base: a,
+                improved: b,
+                headline: claim.headline,
+                basis: claim.basis.split_whitespace().collect::<Vec<_>>().join(" "),
+                judged: claim.expect.judge(a, b),
+            })
+        })
+        .collect()
+}
+
+fn label(c: &Case, metric: &str) -> String {
+    format!("{} T={}: {metric}", c.workload, c.threads)
 }
 
 /// One row per metric of the case: `workload T=n: metric`, our two medians and the seed's
 /// figure.
 fn add_rows(t: &mut ComparisonTable, c: &Case, pairs: &Pairs) {
     for r in c.rows {
-        let label = format!("{} T={}: {}", c.workload, c.threads, r.metric);
+        let label = label(c, r.metric);
         let (a, b) = pairs.medians(r.metric);
         match r.published {
             Some(p) => t.row_note(&label, a, b, p),
