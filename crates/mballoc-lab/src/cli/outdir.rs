@@ -237,6 +237,40 @@ mod tests {
         assert_eq!(bar_label("latency_percentiles", 99.9), "p99.9");
     }
 
+    /// The two sides of a seed's A/B pair share the policy and differ in one setting; their
+    /// plots must say which is which.
+    #[test]
+    fn ab_plots_name_their_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = sample("linux-6.18", 1, 100.0);
+        a.settings = vec!["size_classes=0".into()];
+        let mut b = a.clone();
+        b.settings = vec!["size_classes=1".into()];
+        write_all(dir.path(), &[a, b]).unwrap();
+        let svg = |i: usize| {
+            let p = dir.path().join(format!(
+                "run0{i}_fallocate2_linux-6.18_t1.frag_pct_per_group.svg"
+            ));
+            std::fs::read_to_string(p).unwrap()
+        };
+        let (sa, sb) = (svg(0), svg(1));
+        assert!(sa.contains("size_classes=0"), "{sa}");
+        assert!(sb.contains("size_classes=1"), "{sb}");
+        assert!(!sa.contains("size_classes=1"));
+    }
+
+    #[test]
+    fn an_unwritable_out_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("new/sub")).unwrap();
+        assert!(dir.path().join("new/sub").is_dir());
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let err = check_writable(&file.join("sub")).unwrap_err();
+        assert!(matches!(err, CliError::OutDir { .. }), "{err}");
+        assert!(err.to_string().contains("plain-file"), "{err}");
+    }
+
     #[test]
     fn writes_json_csv_and_svg() {
         let dir = tempfile::tempdir().unwrap();
