@@ -264,7 +264,7 @@ fn judge_rows(c: &Case, pairs: &Pairs) -> Vec<JudgedRow> {
                 improved: b,
                 headline: claim.headline,
                 basis: claim.basis.split_whitespace().collect::<Vec<_>>().join(" "),
-                judged: claim.expect.judge(a, b),
+                judged: claim.expect.judge(a, b, pairs.spread(r.metric)),
             })
         })
         .collect()
@@ -386,7 +386,7 @@ mod tests {
             .iter()
             .flat_map(|c| c.rows)
             .filter_map(|r| r.claim)
-            .map(|c| (c.headline, c.expect.judge(2643.0, 4784.0).status))
+            .map(|c| (c.headline, c.expect.judge(2643.0, 4784.0, 0.0).status))
             .collect();
         assert!(!rows.is_empty());
         assert!(rows.iter().all(|&(_, s)| s == Status::NotCounted));

@@ -21,7 +21,9 @@ Seed tables: metric = `workload T=threads: metric`; then our medians with the se
   base; published = the seed's own figure for that row, where it gives one.
 Criteria under each table: every row the seed makes a claim about, under the seed's words, as
   [pass], [FAIL] or [ -- ] (not counted: not measurable here, or nothing to judge), with the
-  rule and its tolerance. Verdict: reproduced = every judged row met; not reproduced = a main
+  rule and its tolerance (the seed's noise; for rows run three times per side, plus our runs'
+  spread, half their range around the median: a band claim narrower than that spread is not
+  measurable here). Verdict: reproduced = every judged row met; not reproduced = a main
   claim failed or no judged row met; partly reproduced = otherwise; not measurable here = no
   row of the seed can be shown on this machine (80 containers on 2 cores): such rows count
   neither for nor against.

@@ -111,8 +111,66 @@ impl Expect {
         }
     }
 
-    /// Judges base `a` against improved `b`.
-    pub fn judge(&self, a: f64, b: f64) -> Judged {
+    /// `self` with our own measurement noise `ours` (in points of the change) added to its
+    /// noise: a true change inside the claim can show up to `ours` outside it.
+    fn widened(self, ours: f64) -> Expect {
+        match self {
+            Expect::Lower { noise } => Expect::Lower {
+                noise: noise + ours,
+            },
+            Expect::Higher { noise } => Expect::Higher {
+                noise: noise + ours,
+            },
+            Expect::Neutral { noise } => Expect::Neutral {
+                noise: noise + ours,
+            },
+            Expect::NotHigher { noise } => Expect::NotHigher {
+                noise: noise + ours,
+            },
+            Expect::Within { lo, hi, noise } => Expect::Within {
+                lo,
+                hi,
+                noise: noise + ours,
+            },
+            other => other,
+        }
+    }
+
+    /// The width of the band a band claim allows, before our noise; `None` for other claims.
+    fn band(&self) -> Option<f64> {
+        match *self {
+            Expect::Neutral { noise } => Some(2.0 * noise),
+            Expect::Within { lo, hi, noise } => Some(hi - lo + 2.0 * noise),
+            _ => None,
+        }
+    }
+
+    /// Judges base `a` against improved `b`, our runs of each side spreading `ours` % around
+    /// their median (0 for a single, deterministic run). A band claim (neutral, a published
+    /// range) narrower than our own spread cannot be told apart from noise here: not counted.
+    /// Otherwise every noise bound is widened by `ours`.
+    pub fn judge(&self, a: f64, b: f64, ours: f64) -> Judged {
+        if let Some(band) = self.band().filter(|&w| 2.0 * ours > w) {
+            return Judged {
+                status: Status::NotCounted,
+                change: change_pct(a, b),
+                rule: format!(
+                    "not measurable here: our runs spread +-{ours:.1}%, wider than the claim's \
+                     band of {band:.1} points ({})",
+                    self.rule()
+                ),
+            };
+        }
+        let mut j = self.widened(ours).judge_exact(a, b);
+        if ours > 0.0 && j.status != Status::NotCounted {
+            j.rule
+                .push_str(&format!(" (seed's noise + our runs' spread +-{ours:.1}%)"));
+        }
+        j
+    }
+
+    /// Judges base `a` against improved `b` by the rule as it stands.
+    fn judge_exact(&self, a: f64, b: f64) -> Judged {
         let change = change_pct(a, b);
         let counted = |pass: bool| Judged {
             status: if pass { Status::Pass } else { Status::Fail },
@@ -182,7 +240,7 @@ mod tests {
     use Status::{Fail, NotCounted, Pass};
 
     fn st(e: Expect, a: f64, b: f64) -> Status {
-        e.judge(a, b).status
+        e.judge(a, b, 0.0).status
     }
 
     #[test]
@@ -259,13 +317,36 @@ mod tests {
 
     #[test]
     fn unmeasurable_and_missing_rows_do_not_count() {
-        let j = Expect::NotMeasurable("80 containers").judge(1.0, 2.0);
+        let j = Expect::NotMeasurable("80 containers").judge(1.0, 2.0, 0.0);
         assert_eq!(j.status, NotCounted);
         assert!(j.rule.contains("80 containers"), "{}", j.rule);
         assert_eq!(
             st(Expect::Neutral { noise: 5.0 }, f64::NAN, 1.0),
             NotCounted
         );
+    }
+
+    /// Our own spread widens every bound, and a band narrower than it is not judged.
+    #[test]
+    fn our_noise_widens_or_withholds() {
+        let w = Expect::Within {
+            lo: -5.9,
+            hi: 0.2,
+            noise: 3.18,
+        };
+        assert_eq!(w.judge(100.0, 88.0, 0.0).status, Fail);
+        assert_eq!(w.judge(100.0, 88.0, 3.0).status, Pass);
+        let j = w.judge(100.0, 88.0, 6.3); // 2 * 6.3 > 6.1 + 6.36
+        assert_eq!(j.status, NotCounted);
+        assert!(j.rule.contains("our runs spread"), "{}", j.rule);
+        let n = Expect::Neutral { noise: 5.0 };
+        assert_eq!(n.judge(100.0, 106.5, 2.0).status, Pass);
+        assert_eq!(n.judge(100.0, 107.0, 6.0).status, NotCounted);
+        let lo = Expect::Lower { noise: 28.0 };
+        assert_eq!(lo.judge(100.0, 70.0, 0.0).status, Pass);
+        assert_eq!(lo.judge(100.0, 70.0, 5.0).status, Fail);
+        let e = Expect::Eliminated { tol: 14.0 };
+        assert_eq!(e.judge(40.0, 0.0, 50.0).status, Pass);
     }
 
     #[test]
