@@ -154,7 +154,16 @@ impl SeedReport {
             );
         }
         if counted.is_empty() {
-            return "-".into();
+            let parts: Vec<String> = self
+                .judged
+                .iter()
+                .map(|j| format!("{} {} (not counted)", j.label, change(j)))
+                .collect();
+            return if parts.is_empty() {
+                "-".into()
+            } else {
+                parts.join("; ")
+            };
         }
         let parts: Vec<String> = counted
             .iter()
