@@ -190,19 +190,22 @@ fn a_closed_stdout_is_a_quiet_exit_not_a_panic() {
     assert_eq!(o.status.code(), Some(141), "{err}");
 }
 
+/// Seed 004's experiment alone: deterministic and well under a second.
+const REPRODUCE_004: &[&str] = &[
+    "reproduce",
+    "--quick",
+    "--no-fidelity",
+    "--only",
+    "004",
+    "-q",
+];
+
 /// `reproduce` judges: every seed table ends with a verdict, a summary closes the output, the
 /// legends explain the columns and `--out DIR` is mentioned. Seed 004 only (deterministic, well
 /// under a second).
 #[test]
 fn reproduce_prints_verdicts_and_a_summary() {
-    let o = mballoc(&[
-        "reproduce",
-        "--quick",
-        "--no-fidelity",
-        "--only",
-        "004",
-        "-q",
-    ]);
+    let o = mballoc(REPRODUCE_004);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for want in [
@@ -227,16 +230,9 @@ fn reproduce_refuses_a_bad_out_before_running() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"x").unwrap();
     let bad = file.join("results");
-    let o = mballoc(&[
-        "reproduce",
-        "--quick",
-        "--no-fidelity",
-        "--only",
-        "004",
-        "-q",
-        "--out",
-        bad.to_str().unwrap(),
-    ]);
+    let mut args = REPRODUCE_004.to_vec();
+    args.extend(["--out", bad.to_str().unwrap()]);
+    let o = mballoc(&args);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("a-file"), "{}", stderr(&o));
     assert!(

@@ -405,11 +405,7 @@ mod tests {
     /// Every bound of a `Within` claim is a figure of the seed's own text.
     #[test]
     fn published_ranges_are_quoted_from_the_seed() {
-        let Some(texts) = seed_texts() else { return };
-        for e in &EXPERIMENTS {
-            let Some((_, text)) = texts.iter().find(|(n, _)| n.starts_with(e.seed)) else {
-                continue;
-            };
+        for (e, text) in with_seed_texts() {
             for r in e.cases.iter().flat_map(|c| c.rows) {
                 if let Some(Claim {
                     expect: Expect::Within { lo, hi, .. },
@@ -430,29 +426,29 @@ mod tests {
         }
     }
 
-    /// The seed texts, by file name; `None` without the seeds beside the repository.
-    fn seed_texts() -> Option<Vec<(String, String)>> {
+    /// Each experiment with its seed's text (`shared/seeds/<id>_*.txt` beside the repository);
+    /// nothing where the seeds are not there.
+    fn with_seed_texts() -> Vec<(&'static Experiment, String)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/seeds");
-        let entries = std::fs::read_dir(&dir).ok()?;
-        Some(
-            entries
-                .flatten()
-                .map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    (name, std::fs::read_to_string(e.path()).unwrap_or_default())
-                })
-                .collect(),
-        )
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let texts: Vec<(String, std::path::PathBuf)> = entries
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .collect();
+        EXPERIMENTS
+            .iter()
+            .filter_map(|e| {
+                let (_, path) = texts.iter().find(|(n, _)| n.starts_with(e.seed))?;
+                Some((e, std::fs::read_to_string(path).unwrap_or_default()))
+            })
+            .collect()
     }
 
     #[test]
     fn every_published_figure_is_quoted_from_its_seed() {
-        // The seeds live beside the repository; nothing to check without them.
-        let Some(texts) = seed_texts() else { return };
-        for e in &EXPERIMENTS {
-            let Some((_, text)) = texts.iter().find(|(n, _)| n.starts_with(e.seed)) else {
-                continue;
-            };
+        for (e, text) in with_seed_texts() {
             for c in e.cases {
                 for r in c.rows {
                     for num in r.published.into_iter().flat_map(figures) {
