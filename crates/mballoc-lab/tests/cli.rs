@@ -298,3 +298,55 @@ fn reproduce_help_names_the_default_captures() {
     assert!(help.contains("kernel-cases"), "{help}");
     assert!(!help.contains("shared/kernel-traces"), "{help}");
 }
+
+/// Seed 004's experiment alone: deterministic and well under a second.
+const REPRODUCE_004: &[&str] = &[
+    "reproduce",
+    "--quick",
+    "--no-fidelity",
+    "--only",
+    "004",
+    "-q",
+];
+
+/// `reproduce` judges: every seed table ends with a verdict, a summary closes the output, the
+/// legends explain the columns and `--out DIR` is mentioned. Seed 004 only (deterministic, well
+/// under a second).
+#[test]
+fn reproduce_prints_verdicts_and_a_summary() {
+    let o = mballoc(REPRODUCE_004);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for want in [
+        "Seed tables:",
+        "criteria:",
+        "verdict: reproduced",
+        "Summary",
+        "| seed | published",
+        "| 004  |",
+        "--out DIR",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from:\n{out}");
+    }
+    let summary = out.split("Summary").nth(1).unwrap_or_default();
+    assert!(summary.contains("reproduced"), "{summary}");
+}
+
+/// A bad `--out` fails before any experiment runs, naming the path.
+#[test]
+fn reproduce_refuses_a_bad_out_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let bad = file.join("results");
+    let mut args = REPRODUCE_004.to_vec();
+    args.extend(["--out", bad.to_str().unwrap()]);
+    let o = mballoc(&args);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("a-file"), "{}", stderr(&o));
+    assert!(
+        !stdout(&o).contains("seed 004"),
+        "ran anyway: {}",
+        stdout(&o)
+    );
+}

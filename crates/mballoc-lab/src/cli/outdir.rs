@@ -22,6 +22,19 @@ use serde::Serialize;
 use super::error::CliError;
 use super::output::IDENTITY;
 
+/// Makes sure `dir` exists (created if missing) and takes files, before a long run starts:
+/// a bad `--out` is then a usage error at once, not a failure after minutes of work.
+pub fn check_writable(dir: &Path) -> Result<(), CliError> {
+    let bad = |source: std::io::Error| CliError::OutDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(bad)?;
+    let probe = dir.join(".mballoc-write-probe");
+    std::fs::write(&probe, b"").map_err(bad)?;
+    std::fs::remove_file(&probe).map_err(bad)
+}
+
 /// Writes every file of the table above into `dir` (created if missing); returns the paths.
 pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<Vec<PathBuf>, CliError> {
     std::fs::create_dir_all(dir).map_err(|source| CliError::OutDir {
@@ -132,7 +145,13 @@ fn write_series(dir: &Path, stem: &str, r: &RunResult) -> Result<Vec<PathBuf>, C
         let p = dir.join(format!("{stem}.{}.svg", clean(name)));
         let labels: Vec<String> = pts.iter().map(|&(x, _)| bar_label(name, x)).collect();
         let values: Vec<f64> = pts.iter().map(|&(_, y)| y).collect();
-        let title = format!("{name} — {} {} T={}", r.workload, r.policy, r.threads);
+        // Policy and settings: the two sides of an A/B pair differ only in a setting.
+        let title = format!(
+            "{name} — {} {} T={}",
+            r.workload,
+            super::config::label_of(r),
+            r.threads
+        );
         let (x_axis, y_axis) = axes(name);
         report::plot_bars(&title, x_axis, y_axis, &labels, &values, &p)?;
         written.push(p);
@@ -220,6 +239,40 @@ mod tests {
         assert_eq!(bar_label("extent_size_distribution", 8192.0), "8M");
         assert_eq!(bar_label("frag_pct_per_group", 12.0), "12");
         assert_eq!(bar_label("latency_percentiles", 99.9), "p99.9");
+    }
+
+    /// The two sides of a seed's A/B pair share the policy and differ in one setting; their
+    /// plots must say which is which.
+    #[test]
+    fn ab_plots_name_their_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = sample("linux-6.18", 1, 100.0);
+        a.settings = vec!["size_classes=0".into()];
+        let mut b = a.clone();
+        b.settings = vec!["size_classes=1".into()];
+        write_all(dir.path(), &[a, b]).unwrap();
+        let svg = |i: usize| {
+            let p = dir.path().join(format!(
+                "run0{i}_fallocate2_linux-6.18_t1.frag_pct_per_group.svg"
+            ));
+            std::fs::read_to_string(p).unwrap()
+        };
+        let (sa, sb) = (svg(0), svg(1));
+        assert!(sa.contains("size_classes=0"), "{sa}");
+        assert!(sb.contains("size_classes=1"), "{sb}");
+        assert!(!sa.contains("size_classes=1"));
+    }
+
+    #[test]
+    fn an_unwritable_out_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        check_writable(&dir.path().join("new/sub")).unwrap();
+        assert!(dir.path().join("new/sub").is_dir());
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let err = check_writable(&file.join("sub")).unwrap_err();
+        assert!(matches!(err, CliError::OutDir { .. }), "{err}");
+        assert!(err.to_string().contains("plain-file"), "{err}");
     }
 
     #[test]

@@ -3,12 +3,14 @@
 
 use mballoc::tunables::possible_cpus;
 use mballoc::{Geometry, Policy};
+use mballoc_lab::report::table::fmt_num;
 use mballoc_lab::report::ComparisonTable;
 use mballoc_lab::workload::{self, RunConfig, RunResult};
 use serde::Serialize;
 
 use super::pairs::{run_pairs, Pairs};
 use super::seeds::{Case, Experiment};
+use super::verdict::{verdict, Judged, Status, Verdict};
 use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
 
@@ -28,8 +30,52 @@ pub struct SeedReport {
     /// Cases that failed, with the error; the other cases still run.
     pub failed: Vec<String>,
     pub notes: Vec<String>,
+    /// Every row with a claim, judged.
+    pub judged: Vec<JudgedRow>,
+    pub verdict: Verdict,
+    /// The seed's claim in a few words (the summary's "published" column).
+    pub claim: String,
     #[serde(skip)]
     pub runs: Vec<RunResult>,
+}
+
+/// A table row with its claim and the judgement.
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgedRow {
+    /// `workload T=n: metric`, as in the table.
+    pub label: String,
+    pub base: f64,
+    pub improved: f64,
+    pub headline: bool,
+    /// The seed's words or figures behind the rule.
+    pub basis: String,
+    pub judged: Judged,
+}
+
+impl JudgedRow {
+    /// `[pass] label: +12.3%; rule (main claim)`.
+    fn render(&self) -> String {
+        let mark = match self.judged.status {
+            Status::Pass => "pass",
+            Status::Fail => "FAIL",
+            Status::NotCounted => " -- ",
+        };
+        let change = self.judged.change.map_or("n/a".into(), fmt_change);
+        let main = if self.headline { " (main claim)" } else { "" };
+        format!(
+            "    [{mark}] {}: {change}; {}{main}\n",
+            self.label, self.judged.rule
+        )
+    }
+}
+
+/// `+12.3%`, or `from 0` for a change from 0 to something.
+pub fn fmt_change(d: f64) -> String {
+    if d.is_infinite() {
+        "from 0".into()
+    } else {
+        format!("{d:+.1}%")
+    }
 }
 
 impl SeedReport {
@@ -53,7 +99,77 @@ impl SeedReport {
         for n in &self.notes {
             s.push_str(&format!("note: {n}\n"));
         }
+        if !self.judged.is_empty() {
+            s.push_str("criteria:\n");
+            let mut basis = "";
+            for j in &self.judged {
+                if j.basis != basis {
+                    basis = &j.basis;
+                    s.push_str(&format!("  seed: {basis}\n"));
+                }
+                s.push_str(&j.render());
+            }
+        }
+        s.push_str(&format!("verdict: {}\n", self.verdict_line()));
         s
+    }
+
+    /// `not reproduced (2 of 9 judged rows met; a main claim failed)`.
+    pub fn verdict_line(&self) -> String {
+        let count = |st: Status| self.judged.iter().filter(|j| j.judged.status == st).count();
+        let (pass, fail) = (count(Status::Pass), count(Status::Fail));
+        let mut s = self.verdict.words().to_string();
+        if pass + fail > 0 {
+            s.push_str(&format!(" ({pass} of {} judged rows met", pass + fail));
+            if self
+                .judged
+                .iter()
+                .any(|j| j.headline && j.judged.status == Status::Fail)
+            {
+                s.push_str("; a main claim failed");
+            }
+            s.push(')');
+        } else if self.judged.is_empty() && !(self.failed.is_empty() && self.skipped.is_empty()) {
+            s.push_str(" (no case ran)");
+        }
+        s
+    }
+
+    /// Our side of the summary: the first main-claim row as `label a -> b (change)`; for a seed
+    /// without one, every counted row's change.
+    pub fn ours(&self) -> String {
+        let change = |j: &JudgedRow| j.judged.change.map_or("n/a".into(), fmt_change);
+        let counted: Vec<&JudgedRow> = self
+            .judged
+            .iter()
+            .filter(|j| j.judged.status != Status::NotCounted)
+            .collect();
+        if let Some(j) = counted.iter().find(|j| j.headline) {
+            return format!(
+                "{} {} -> {} ({})",
+                j.label,
+                fmt_num(j.base),
+                fmt_num(j.improved),
+                change(j)
+            );
+        }
+        if counted.is_empty() {
+            let parts: Vec<String> = self
+                .judged
+                .iter()
+                .map(|j| format!("{} {} (not counted)", j.label, change(j)))
+                .collect();
+            return if parts.is_empty() {
+                "-".into()
+            } else {
+                parts.join("; ")
+            };
+        }
+        let parts: Vec<String> = counted
+            .iter()
+            .map(|j| format!("{} {}", j.label, change(j)))
+            .collect();
+        parts.join("; ")
     }
 }
 
@@ -108,6 +224,9 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
         skipped: Vec::new(),
         failed: Vec::new(),
         notes: e.notes.iter().map(|n| n.to_string()).collect(),
+        judged: Vec::new(),
+        verdict: Verdict::NotMeasurable,
+        claim: e.claim.to_string(),
         runs: Vec::new(),
     };
     for c in e.cases {
@@ -127,18 +246,48 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
             }
         };
         add_rows(&mut table, c, &pairs);
+        report.judged.extend(judge_rows(c, &pairs));
         report.ran.push(ran_line(c, &pairs));
         report.runs.extend(pairs.into_runs());
     }
     report.table = table;
+    let rows: Vec<(bool, Status)> = report
+        .judged
+        .iter()
+        .map(|j| (j.headline, j.judged.status))
+        .collect();
+    report.verdict = verdict(&rows);
     report
+}
+
+/// The rows of `c` that carry a claim, judged on our medians.
+fn judge_rows(c: &Case, pairs: &Pairs) -> Vec<JudgedRow> {
+    c.rows
+        .iter()
+        .filter_map(|r| {
+            let claim = r.claim?;
+            let (a, b) = pairs.medians(r.metric);
+            Some(JudgedRow {
+                label: label(c, r.metric),
+                base: a,
+                improved: b,
+                headline: claim.headline,
+                basis: claim.basis.split_whitespace().collect::<Vec<_>>().join(" "),
+                judged: claim.expect.judge(a, b, pairs.spread(r.metric)),
+            })
+        })
+        .collect()
+}
+
+fn label(c: &Case, metric: &str) -> String {
+    format!("{} T={}: {metric}", c.workload, c.threads)
 }
 
 /// One row per metric of the case: `workload T=n: metric`, our two medians and the seed's
 /// figure.
 fn add_rows(t: &mut ComparisonTable, c: &Case, pairs: &Pairs) {
     for r in c.rows {
-        let label = format!("{} T={}: {}", c.workload, c.threads, r.metric);
+        let label = label(c, r.metric);
         let (a, b) = pairs.medians(r.metric);
         match r.published {
             Some(p) => t.row_note(&label, a, b, p),
@@ -153,7 +302,10 @@ fn ran_line(c: &Case, pairs: &Pairs) -> String {
     let secs = |runs: &[RunResult]| runs.iter().map(|r| r.elapsed_s).sum::<f64>();
     let mut s = format!("{} T={} on {}", c.workload, c.threads, fmt_size(size));
     if c.load_cost_ns > 0 {
-        s.push_str(&format!(", {} us per bitmap load", c.load_cost_ns / 1000));
+        s.push_str(&format!(
+            ", {:.1} us per bitmap load",
+            c.load_cost_ns as f64 / 1000.0
+        ));
     }
     if pairs.base.len() > 1 {
         s.push_str(&format!(
@@ -171,7 +323,8 @@ fn ran_line(c: &Case, pairs: &Pairs) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::seeds::EXPERIMENTS;
+    use super::super::seeds::{Claim, EXPERIMENTS};
+    use super::super::verdict::Expect;
     use super::*;
 
     #[test]
@@ -198,23 +351,104 @@ mod tests {
         }
     }
 
+    /// Seed 002's main claim needs size classes: with them off on both sides (the improved
+    /// side no different from the base), its verdict must be `not reproduced`. The two cases of
+    /// the main claim only, to keep the test short.
     #[test]
-    fn every_published_figure_is_quoted_from_its_seed() {
+    fn seed_002_without_size_classes_is_not_reproduced() {
+        let e = Experiment {
+            improved: Some("0"),
+            cases: &EXPERIMENTS[2].cases[..2],
+            ..EXPERIMENTS[2]
+        };
+        assert_eq!(e.switch, "size_classes");
+        let rep = run_experiment(&e, true, &Bar::new(false));
+        assert!(rep.failed.is_empty(), "{:?}", rep.failed);
+        assert_eq!(rep.verdict, Verdict::NotReproduced, "{}", rep.render());
+        let shown = rep.render();
+        assert!(shown.contains("verdict: not reproduced"), "{shown}");
+        assert!(shown.contains("a main claim failed"), "{shown}");
+    }
+
+    /// Seed 004 reproduces (32 MiB windows give extents within a factor of two of the
+    /// published +300 %), and does not when the switch is left at its base value.
+    #[test]
+    fn seed_004_verdict_follows_the_switch() {
+        let e = &EXPERIMENTS[4];
+        assert_eq!(e.seed, "004");
+        let rep = run_experiment(e, true, &Bar::new(false));
+        assert_eq!(rep.verdict, Verdict::Reproduced, "{}", rep.render());
+        let unchanged = Experiment {
+            improved: Some(e.base),
+            ..*e
+        };
+        let rep = run_experiment(&unchanged, true, &Bar::new(false));
+        assert_eq!(rep.verdict, Verdict::NotReproduced, "{}", rep.render());
+    }
+
+    /// Rows that only many containers could show are not counted: seed 001 has no other claim.
+    #[test]
+    fn container_figures_are_not_measurable_here() {
+        let e = &EXPERIMENTS[1];
+        let rows: Vec<(bool, Status)> = e
+            .cases
+            .iter()
+            .flat_map(|c| c.rows)
+            .filter_map(|r| r.claim)
+            .map(|c| (c.headline, c.expect.judge(2643.0, 4784.0, 0.0).status))
+            .collect();
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|&(_, s)| s == Status::NotCounted));
+        assert_eq!(verdict(&rows), Verdict::NotMeasurable);
+    }
+
+    /// Every bound of a `Within` claim is a figure of the seed's own text.
+    #[test]
+    fn published_ranges_are_quoted_from_the_seed() {
+        for (e, text) in with_seed_texts() {
+            for r in e.cases.iter().flat_map(|c| c.rows) {
+                if let Some(Claim {
+                    expect: Expect::Within { lo, hi, .. },
+                    ..
+                }) = r.claim
+                {
+                    for v in [lo, hi] {
+                        let num = format!("{:.2}", v.abs());
+                        let short = num.trim_end_matches('0').trim_end_matches('.');
+                        assert!(
+                            text.contains(&num) || text.contains(&format!("{short}%")),
+                            "seed {}: {v} not in the seed text",
+                            e.seed
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each experiment with its seed's text (`shared/seeds/<id>_*.txt` beside the repository);
+    /// nothing where the seeds are not there.
+    fn with_seed_texts() -> Vec<(&'static Experiment, String)> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/seeds");
         let Ok(entries) = std::fs::read_dir(&dir) else {
-            return; // the seeds live beside the repository; nothing to check without them
+            return Vec::new();
         };
-        let texts: Vec<(String, String)> = entries
+        let texts: Vec<(String, std::path::PathBuf)> = entries
             .flatten()
-            .map(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                (name, std::fs::read_to_string(e.path()).unwrap_or_default())
-            })
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
             .collect();
-        for e in &EXPERIMENTS {
-            let Some((_, text)) = texts.iter().find(|(n, _)| n.starts_with(e.seed)) else {
-                continue;
-            };
+        EXPERIMENTS
+            .iter()
+            .filter_map(|e| {
+                let (_, path) = texts.iter().find(|(n, _)| n.starts_with(e.seed))?;
+                Some((e, std::fs::read_to_string(path).unwrap_or_default()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_published_figure_is_quoted_from_its_seed() {
+        for (e, text) in with_seed_texts() {
             for c in e.cases {
                 for r in c.rows {
                     for num in r.published.into_iter().flat_map(figures) {

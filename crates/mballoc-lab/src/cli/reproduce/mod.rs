@@ -1,11 +1,13 @@
 //! `mballoc reproduce`: the main job. First the fidelity proof (every stored Linux 6.18 capture
 //! replayed through the allocator), then each seed's experiment at laptop scale — base against
 //! improved, only the seed's switch differing — one table per seed with the seed's published
-//! figure beside ours.
+//! figure beside ours, the seed's claims judged, one verdict per seed and a summary at the end.
 
 pub mod experiment;
 pub mod pairs;
 pub mod seeds;
+pub mod summary;
+pub mod verdict;
 
 use std::path::Path;
 use std::time::Instant;
@@ -36,8 +38,14 @@ struct Reproduction {
 pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     let t0 = Instant::now();
     let chosen = select(&a.only)?;
+    if let Some(dir) = &a.output.out {
+        outdir::check_writable(dir)?;
+    }
     let fidelity = if a.no_fidelity { None } else { fidelity(a)? };
     let bar = Bar::for_terminal(a.output.quiet);
+    if !a.output.json {
+        outln(summary::SEED_LEGEND)?;
+    }
     let mut seeds = Vec::new();
     for e in chosen {
         let rep = run_experiment(e, a.quick, &bar);
@@ -55,7 +63,11 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     if a.output.json {
         outln(&serde_json::to_string(&all).map_err(|e| CliError::Other(e.to_string()))?)?;
     } else {
+        outln(&summary::render(&all.seeds))?;
         outln(&format!("reproduce took {:.1} s", all.elapsed_s))?;
+        if a.output.out.is_none() {
+            outln(summary::OUT_HINT)?;
+        }
     }
     if let Some(dir) = &a.output.out {
         save(dir, &all, a.output.quiet)?;
@@ -125,6 +137,7 @@ fn fidelity(a: &ReproduceArgs) -> Result<Option<ReplayReport>, CliError> {
             dir.display()
         ))?;
         outln(&render(&rep, 10))?;
+        outln(summary::FIDELITY_LEGEND)?;
     }
     Ok(Some(rep))
 }

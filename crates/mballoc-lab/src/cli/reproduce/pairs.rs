@@ -28,6 +28,12 @@ impl Pairs {
         )
     }
 
+    /// How far the runs of either side spread around their median, in % of it: half the
+    /// range, the larger of the two sides (0 with one run per side, or no value).
+    pub fn spread(&self, metric: &str) -> f64 {
+        spread_of(&self.base, metric).max(spread_of(&self.improved, metric))
+    }
+
     /// Every run, base and improved interleaved as they ran.
     pub fn into_runs(self) -> Vec<RunResult> {
         let mut out = Vec::with_capacity(self.base.len() * 2);
@@ -53,6 +59,26 @@ pub fn run_pairs(
         p.improved.push(run_one(&config(c, improved, quick), bar)?);
     }
     Ok(p)
+}
+
+/// Half the range of a scalar over `runs`, in % of its median; 0 with fewer than two values
+/// or a zero median.
+pub fn spread_of(runs: &[RunResult], metric: &str) -> f64 {
+    let v: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.scalars.get(metric).copied())
+        .filter(|x| x.is_finite())
+        .collect();
+    let m = median_of(runs, metric);
+    if v.len() < 2 || m == 0.0 || !m.is_finite() {
+        return 0.0;
+    }
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+            (l.min(x), h.max(x))
+        });
+    (hi - lo) / 2.0 / m.abs() * 100.0
 }
 
 /// The median of a scalar over runs that have it; NaN when none has.
@@ -93,6 +119,9 @@ mod tests {
             improved: runs,
         };
         assert_eq!(p.medians("ops_per_sec"), (100.0, 100.0));
+        assert_eq!(spread_of(&p.base, "ops_per_sec"), 52.5); // (110 - 5) / 2 / 100
+        assert_eq!(spread_of(&p.base[..1], "ops_per_sec"), 0.0);
+        assert_eq!(p.spread("nosuch"), 0.0);
         assert_eq!(p.into_runs().len(), 6);
     }
 }
