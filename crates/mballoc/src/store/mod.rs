@@ -207,4 +207,6 @@ pub struct StoreStats {
 }
 
 #[cfg(test)]
+mod safety_tests;
+#[cfg(test)]
 mod tests;
