@@ -11,6 +11,10 @@ use mballoc::store::{
 use mballoc::{Allocator, Flags, Geometry, Request};
 use proptest::prelude::*;
 
+#[allow(dead_code)]
+mod store_support;
+use store_support::used_blocks;
+
 /// 8 groups of 8192 one-KiB blocks.
 fn geometry() -> Geometry {
     Geometry::new(1024, 8192, 8 * 8192, 1, 1).unwrap()
@@ -31,12 +35,6 @@ fn scattered(a: &Allocator, n: u64) -> Vec<mballoc::Extent> {
             a.allocate(&req).unwrap().extent
         })
         .collect()
-}
-
-fn used_blocks(s: &dyn Store) -> u64 {
-    (0..s.geometry().group_count())
-        .map(|g| u64::from(s.geometry().group_len(g) - s.read_bitmap(g).unwrap().count_free()))
-        .sum()
 }
 
 #[test]

@@ -9,11 +9,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use mballoc::store::{FileStore, Store};
 use mballoc::{Allocator, Geometry, Request};
+
+#[allow(dead_code)]
+mod store_support;
 
 const CHILD_ENV: &str = "MBALLOC_STORE_LOCK_CHILD";
 /// `hold`: after the commit, keep the store until stdin closes. `once`: exit after it.
@@ -55,14 +58,7 @@ fn child_process_entry() {
 }
 
 fn spawn(path: &Path, role: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, path)
+    store_support::child_command("child_process_entry", CHILD_ENV, path)
         .env(ROLE_ENV, role)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -86,12 +82,11 @@ fn new_store(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// Blocks in use in the store at `path`, after a clean fsck.
 fn used_blocks(path: &Path) -> u64 {
     let s = FileStore::open(path).unwrap();
     assert_eq!(s.verify().unwrap(), vec![]);
-    (0..s.geometry().group_count())
-        .map(|g| u64::from(s.geometry().group_len(g) - s.read_bitmap(g).unwrap().count_free()))
-        .sum()
+    store_support::used_blocks(&s)
 }
 
 #[test]
