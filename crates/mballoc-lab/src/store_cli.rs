@@ -62,6 +62,16 @@ pub struct FsckArgs {
     pub wait: Option<f64>,
 }
 
+/// `e`, led by the store's path unless it already names it.
+fn named(path: &std::path::Path, e: &mballoc::store::StoreError) -> String {
+    let (p, msg) = (path.display().to_string(), e.to_string());
+    if msg.contains(&p) {
+        msg
+    } else {
+        format!("{p}: {msg}")
+    }
+}
+
 /// Read-only, waiting `wait` seconds for a writer's lock.
 fn read_only(wait: Option<f64>) -> Result<OpenOptions, String> {
     let wait = wait
@@ -172,8 +182,8 @@ pub fn mkstore(a: &MkstoreArgs) -> Result<(), String> {
 }
 
 pub fn info(a: &InfoArgs) -> Result<(), String> {
-    let store = FileStore::open_with(&a.path, read_only(a.wait)?)
-        .map_err(|e| format!("{}: {e}", a.path.display()))?;
+    let store =
+        FileStore::open_with(&a.path, read_only(a.wait)?).map_err(|e| named(&a.path, &e))?;
     let geo = store.geometry();
     let descs = store.descriptors();
     let corrupt = store.corrupt_groups();
@@ -256,10 +266,8 @@ fn list(groups: &[u32]) -> String {
 }
 
 pub fn fsck(a: &FsckArgs) -> Result<(), String> {
-    let dev = FileDevice::open(&a.path, read_only(a.wait)?)
-        .map_err(|e| format!("{}: {e}", a.path.display()))?;
-    let problems =
-        verify_device(Arc::new(dev)).map_err(|e| format!("{}: {e}", a.path.display()))?;
+    let dev = FileDevice::open(&a.path, read_only(a.wait)?).map_err(|e| named(&a.path, &e))?;
+    let problems = verify_device(Arc::new(dev)).map_err(|e| named(&a.path, &e))?;
     if problems.is_empty() {
         println!(
             "{}: clean (superblock, every descriptor and bitmap checksum, free counts, log \
