@@ -11,7 +11,6 @@ use mballoc::store::{
 use mballoc::{Allocator, Flags, Geometry, Request};
 use proptest::prelude::*;
 
-#[allow(dead_code)]
 mod store_support;
 use store_support::used_blocks;
 

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use mballoc::store::{FileStore, Store};
 use mballoc::{Allocator, Geometry, Request};
 
-#[allow(dead_code)]
 mod store_support;
 
 const CHILD_ENV: &str = "MBALLOC_STORE_LOCK_CHILD";

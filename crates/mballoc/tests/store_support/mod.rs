@@ -188,7 +188,6 @@ pub fn random_used(rng: &mut Rng, geometry: &Geometry) -> Vec<Extent> {
 }
 
 /// Blocks in use on `s`, over every group.
-#[allow(dead_code)] // not every test binary that includes this module uses each helper
 pub fn used_blocks(s: &dyn Store) -> u64 {
     let g = s.geometry();
     (0..g.group_count())
@@ -198,7 +197,6 @@ pub fn used_blocks(s: &dyn Store) -> u64 {
 
 /// This test binary run again as a child process: only its test `entry`, on one thread,
 /// with `env` set to `path` (the entry does nothing without it).
-#[allow(dead_code)]
 pub fn child_command(entry: &str, env: &str, path: &std::path::Path) -> std::process::Command {
     let mut c = std::process::Command::new(std::env::current_exe().unwrap());
     c.args([entry, "--exact", "--nocapture", "--test-threads=1"])
