@@ -26,10 +26,13 @@ const TESTS: [&str; 6] = [
 
 /// `(test, metric, lab / kernel − 1 when recorded)`.
 ///
-/// funnysizeslow leaves more groups half-split than real ext4: 7 of 17 fragmented groups at
-/// 50 % or more in the lab (seed 1) against 2–3 of 16–20 in the kernel runs, with about the
-/// same number of fragmented and data groups (17/28 against 19/28) and of extents per file.
-const KNOWN_MISSES: &[(&str, &str, f64)] = &[("funnysizeslow", "frag_pct_mean", 0.73)];
+/// funnysizeslow: the lab leaves more groups split about in half than real ext4 (seed 1: 6 of
+/// 17 fragmented groups at 40 % or more; kernel runs: 3–4 of 18–22), with about as many
+/// fragmented and data groups (median 20/32 against 19/28). Its fallocate jobs' pace is measured
+/// inside the test, but on other runs than the reference ones (the reference job files switch
+/// their statistics off), and that test's timing varies most between runs: the lab's
+/// simulated 7.9 s against fio's 6.6 s.
+const KNOWN_MISSES: &[(&str, &str, f64)] = &[("funnysizeslow", "frag_pct_mean", 0.31)];
 
 fn reference() -> Value {
     let path = concat!(

@@ -221,7 +221,7 @@ impl FioJob {
         journal: Arc<Mutex<CommitClock>>,
     ) -> Result<FioJob, LabError> {
         let io = match spec.engine {
-            Engine::Falloc => Latency::fixed(costs.falloc_us(spec.bs)),
+            Engine::Falloc => Latency::fixed(costs.falloc_job_us(&spec.name, spec.bs)),
             Engine::Sync => costs.append(test)?.0,
         };
         Ok(FioJob {
