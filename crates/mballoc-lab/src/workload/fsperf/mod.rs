@@ -284,7 +284,8 @@ impl FioJob {
         // do_io stops once the loop's bytes are issued: the fdatasync due after its last write
         // is never issued, and that write stays dirty.
         let loop_end = self.io_i == self.spec.ios_per_loop();
-        let sync_due = !loop_end && self.spec.fdatasync > 0 && self.io_i % self.spec.fdatasync == 0;
+        let sync_due =
+            !loop_end && self.spec.fdatasync > 0 && self.io_i.is_multiple_of(self.spec.fdatasync);
         if loop_end {
             self.io_i = 0;
             self.loop_i += 1;
