@@ -1,7 +1,9 @@
 //! The lab's fsperf workloads against real ext4: every test at 8 GiB, scale 0.5 (the job files
-//! the reference runs used), Linux 6.18 policy, seed 1, one thread (deterministic), checked
-//! against the medians of the real Linux 6.18 ext4 runs stored in `kernel-frag/reference.json`:
-//! `frag_pct_mean` and extents per file within ±25 %.
+//! the reference runs used), Linux 6.18 policy, one thread (deterministic), the median of seeds
+//! 1–3 checked against the median of the 3 real Linux 6.18 ext4 runs stored in
+//! `kernel-frag/reference.json`: `frag_pct_mean` and extents per file within ±25 %. Single runs
+//! vary on both sides (real bufferedappendvsfallocate: 24.7 / 14.3 / 22.6), so like is
+//! compared with like: a median of three.
 //!
 //! A figure the lab does not reach is listed in [`KNOWN_MISSES`] with its measured value and
 //! the reason found; the test then checks that it still misses on the same side, so a fix (or a
@@ -24,15 +26,13 @@ const TESTS: [&str; 6] = [
 
 /// `(test, metric, lab / kernel − 1 when recorded)`.
 ///
-/// Both are appender layouts: the lab's appenders draw every write and fdatasync latency
-/// independently from fio's measured distributions, so they fall out of step from their first
-/// I/O; real ones stay in step longer because every fdatasync waits for the same jbd2 commit.
-/// In step, their early preallocation windows (128 KiB … 2 MiB) interleave and stay separate
-/// extents: the kernel leaves 55 extents of 128–255 KiB in mixedlifetimes, the lab 34.
-const KNOWN_MISSES: &[(&str, &str, f64)] = &[
-    ("mixedlifetimes", "extents_per_file", -0.30),
-    ("foursizes", "extents_per_file", -0.25),
-];
+/// funnysizeslow: the lab leaves more groups split about in half than real ext4 (seed 1: 6 of
+/// 17 fragmented groups at 40 % or more; kernel runs: 3–4 of 18–22), with about as many
+/// fragmented and data groups (median 20/32 against 19/28). Its fallocate jobs' pace is measured
+/// inside the test, but on other runs than the reference ones (the reference job files switch
+/// their statistics off), and that test's timing varies most between runs: the lab's
+/// simulated 7.9 s against fio's 6.6 s.
+const KNOWN_MISSES: &[(&str, &str, f64)] = &[("funnysizeslow", "frag_pct_mean", 0.31)];
 
 fn reference() -> Value {
     let path = concat!(
@@ -43,18 +43,25 @@ fn reference() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-fn lab(test: &str) -> mballoc_lab::workload::RunResult {
+fn lab(test: &str, seed: u64) -> mballoc_lab::workload::RunResult {
     let cfg = RunConfig {
         workload: test.to_string(),
         policy: Policy::Linux618,
         settings: vec!["scale=0.5".to_string()],
         threads: 1,
         fs_size: 8 << 30,
-        seed: 1,
+        seed,
         quick: false,
         load_cost_ns: 0,
     };
     run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+fn median3(v: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = v.collect();
+    assert_eq!(v.len(), 3);
+    v.sort_by(f64::total_cmp);
+    v[1]
 }
 
 /// `within` when `|lab − kernel| ≤ 25 % of kernel` (a kernel 0 needs a lab 0).
@@ -68,11 +75,11 @@ fn fsperf_tests_land_within_25_percent_of_real_ext4() {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for test in TESTS {
-        let r = lab(test);
+        let runs: Vec<_> = (1..=3).map(|seed| lab(test, seed)).collect();
         let kernel = &reference["tests"][test]["ext4"]["median"];
         for metric in ["frag_pct_mean", "extents_per_file"] {
             let k = kernel[metric].as_f64().unwrap();
-            let l = r.scalars[metric];
+            let l = median3(runs.iter().map(|r| r.scalars[metric]));
             let line = format!(
                 "{test} {metric}: lab {l:.2} kernel {k:.2} ({:+.1} %)",
                 if k == 0.0 { 0.0 } else { (l / k - 1.0) * 100.0 }
@@ -90,8 +97,10 @@ fn fsperf_tests_land_within_25_percent_of_real_ext4() {
                 _ => {}
             }
         }
-        // The run reports the fsperf group counts the comparison rests on.
-        assert!(r.scalars["data_bg_count"] >= r.scalars["fragmented_bg_count"]);
+        // Every run reports the fsperf group counts the comparison rests on.
+        for r in &runs {
+            assert!(r.scalars["data_bg_count"] >= r.scalars["fragmented_bg_count"]);
+        }
     }
     assert!(
         failures.is_empty(),

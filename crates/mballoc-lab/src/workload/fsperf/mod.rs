@@ -12,7 +12,9 @@
 //!   and fallocated whole there unless `fallocate=none` (`extend_file`, `native_fallocate`);
 //! * a loop issues only whole `bs` I/Os (`fill_io_u`: an I/O past the end is not issued);
 //! * `thinktime` stalls after every read/write, not after an fdatasync (`handle_thinktime`);
-//! * `fdatasync=N`: an fdatasync after every N writes (`get_rw_ddir`), its own latency;
+//! * `fdatasync=N`: an fdatasync after every N writes (`get_rw_ddir`); it writes back (and
+//!   allocates) at once and returns when the jbd2 commit of its transaction ends
+//!   (`ext4_sync_file`, `jbd2_complete_transaction`);
 //! * `unlink_each_loop`: the file is unlinked at the start of every loop after the first
 //!   (`thread_main`, after `clear_io_state` closed it), so the last loop's file survives
 //!   unless `unlink=1` unlinks it when the job ends (`close_and_free_files`);
@@ -26,7 +28,10 @@
 pub mod costs;
 pub mod jobfile;
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use serde_json::json;
 
@@ -137,14 +142,61 @@ enum Next {
     Done,
 }
 
+/// jbd2's commits as fdatasync callers see them: an fdatasync waits for the commit of the
+/// transaction holding its changes (`jbd2_complete_transaction`). One commit runs at a time;
+/// everything that arrives while one runs joins the next, so the waiters of one commit return
+/// together (group commit).
+pub struct CommitClock {
+    /// The latest commit: `[start, end)`; it has not started while `start` is ahead.
+    start: u64,
+    end: u64,
+    duration: Latency,
+    rng: Rng,
+    /// fdatasyncs served and their total wait, µs.
+    waits: u64,
+    waited_us: u64,
+}
+
+impl CommitClock {
+    pub fn new(duration: Latency, rng: Rng) -> CommitClock {
+        CommitClock {
+            start: 0,
+            end: 0,
+            duration,
+            rng,
+            waits: 0,
+            waited_us: 0,
+        }
+    }
+
+    /// Mean fdatasync latency so far, µs (0 before the first).
+    pub fn mean_wait_us(&self) -> f64 {
+        self.waited_us as f64 / self.waits.max(1) as f64
+    }
+
+    /// When an fdatasync issued at `t` returns.
+    pub fn wait(&mut self, t: u64) -> u64 {
+        if t >= self.start {
+            // A new commit, after the one in progress or at once; else join the next one,
+            // scheduled but not started.
+            self.start = self.end.max(t);
+            self.end = self.start + self.duration.at(self.rng.unit());
+        }
+        self.waits += 1;
+        self.waited_us += self.end - t;
+        self.end
+    }
+}
+
 /// One copy of a fio job on simulated time.
 pub struct FioJob {
     spec: JobSpec,
     cpu: u32,
     clock: u64,
-    /// Latency of a write or fallocate, and of an fdatasync.
+    /// Latency of a write or fallocate.
     io: Latency,
-    sync: Latency,
+    /// When an fdatasync returns: the journal commit it waits for.
+    journal: Arc<Mutex<CommitClock>>,
     /// Draws this copy's latencies.
     rng: Rng,
     loop_us: u64,
@@ -166,10 +218,11 @@ impl FioJob {
         costs: &Costs,
         test: &str,
         rng: Rng,
+        journal: Arc<Mutex<CommitClock>>,
     ) -> Result<FioJob, LabError> {
-        let (io, sync) = match spec.engine {
-            Engine::Falloc => (Latency::fixed(costs.falloc_us(spec.bs)), Latency::fixed(0)),
-            Engine::Sync => costs.append(test)?,
+        let io = match spec.engine {
+            Engine::Falloc => Latency::fixed(costs.falloc_job_us(&spec.name, spec.bs)),
+            Engine::Sync => costs.append(test)?.0,
         };
         Ok(FioJob {
             loop_us: costs.loop_us(spec.bs),
@@ -177,7 +230,7 @@ impl FioJob {
             cpu,
             clock: 0,
             io,
-            sync,
+            journal,
             rng,
             loop_i: 0,
             io_i: 0,
@@ -231,7 +284,8 @@ impl FioJob {
         // do_io stops once the loop's bytes are issued: the fdatasync due after its last write
         // is never issued, and that write stays dirty.
         let loop_end = self.io_i == self.spec.ios_per_loop();
-        let sync_due = !loop_end && self.spec.fdatasync > 0 && self.io_i % self.spec.fdatasync == 0;
+        let sync_due =
+            !loop_end && self.spec.fdatasync > 0 && self.io_i.is_multiple_of(self.spec.fdatasync);
         if loop_end {
             self.io_i = 0;
             self.loop_i += 1;
@@ -258,7 +312,7 @@ impl FioJob {
         if let Some(f) = self.file.as_mut() {
             t.fsync(f)?;
         }
-        self.clock += self.sync.at(self.rng.unit());
+        self.clock = self.journal.lock().wait(self.clock);
         self.next = self.after_io();
         Ok(())
     }
@@ -327,13 +381,24 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
         .collect();
     env.require(footprint(&specs))?;
     let costs = Costs::measured(&cfg.workload)?;
+    let journal = Arc::new(Mutex::new(CommitClock::new(
+        costs.commit(),
+        Rng::for_task(cfg.seed, u64::MAX),
+    )));
     let mut jobs: Vec<FioJob> = Vec::new();
     for s in &specs {
         for _ in 0..s.numjobs {
             let i = jobs.len() as u64;
             let cpu = (i % u64::from(env.cpus)) as u32;
             let rng = Rng::for_task(cfg.seed, i);
-            jobs.push(FioJob::new(s.clone(), cpu, &costs, &cfg.workload, rng)?);
+            jobs.push(FioJob::new(
+                s.clone(),
+                cpu,
+                &costs,
+                &cfg.workload,
+                rng,
+                Arc::clone(&journal),
+            )?);
         }
     }
     let mut setup = env.fs.task(0);
@@ -364,6 +429,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let elapsed = t0.elapsed().as_secs_f64();
     let mut out = Output::new(done.rec, done.files, done.ops, n_jobs, elapsed);
     out.scalar("sim_elapsed_s", done.sim_us as f64 / 1e6);
+    out.scalar("sim_fdatasync_mean_us", journal.lock().mean_wait_us());
     out.scalar("jobs", f64::from(n_jobs));
     out.scalar("scale", scale);
     out.detail.insert(

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use mballoc::{Allocator, Geometry};
 
-use super::costs::Costs;
+use super::costs::{Costs, Latency};
 use super::jobfile::{Engine, JobFile, Layout};
 use super::*;
 use crate::fs::Fs;
@@ -67,7 +67,11 @@ fn costs() -> Costs {
 
 fn job(text: &str) -> FioJob {
     let spec = JobFile::parse("t.fio", text).unwrap().jobs.remove(0);
-    FioJob::new(spec, 0, &costs(), "t", crate::workload::rng::Rng::new(1)).unwrap()
+    let journal = Arc::new(Mutex::new(CommitClock::new(
+        Latency::fixed(100),
+        Rng::new(2),
+    )));
+    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal).unwrap()
 }
 
 /// Runs one job to its end; returns the files it kept and the used blocks after a commit.
@@ -184,4 +188,17 @@ fn ops_caps_every_job() {
     assert_eq!(c[2].loops, 1); // 512 calls per loop
     assert_eq!(c[3].ios_per_loop(), 20);
     assert_eq!(planned_ios(&c), 20 + 20 + 512 + 32 * 20);
+}
+
+/// Group commit: an fdatasync during a commit waits for the next one, and every fdatasync that
+/// arrives before that next one starts returns with it.
+#[test]
+fn fdatasyncs_during_a_commit_share_the_next() {
+    let mut c = CommitClock::new(Latency::fixed(10), Rng::new(1));
+    assert_eq!(c.wait(0), 10); // idle journal: a commit at once
+    assert_eq!(c.wait(3), 20); // during it: the next, 10..20
+    assert_eq!(c.wait(9), 20); // joins that one
+    assert_eq!(c.wait(12), 30); // during 10..20: 20..30
+    assert_eq!(c.wait(45), 55); // idle again
+    assert_eq!(c.mean_wait_us(), (10 + 17 + 11 + 18 + 10) as f64 / 5.0);
 }
