@@ -97,6 +97,11 @@ impl Allocator {
         };
         let n = if ctx.tun.size_class_per_cpu { 4 } else { 3 };
         for &stage in &order[..n] {
+            if matches!(stage, Stage::Unset | Stage::Empty)
+                && self.classless.load(Ordering::Relaxed) == 0
+            {
+                continue; // every group has a class: nothing for these stages to find
+            }
             ctx.stage = Some(stage);
             ctx.cr = first_cr;
             restart(ctx);
