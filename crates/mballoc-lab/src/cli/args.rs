@@ -134,9 +134,50 @@ pub struct ReproduceArgs {
 /// `mballoc groups`.
 #[derive(Args, Debug, Clone)]
 pub struct GroupsArgs {
-    /// Filesystem size (e.g. 4G, 512M, 16T).
-    #[arg(long, default_value = "1G", value_parser = parse::size)]
+    /// Filesystem size (e.g. 4G, 512M, 16T) of the fresh layout printed without `--image`.
+    #[arg(long, default_value = "1G", value_parser = parse::size, conflicts_with = "image")]
     pub fs_size: u64,
+    /// Print the groups of this ext4 file system instead (image file, `e2image -r` output or
+    /// block device), as the kernel's mb_groups would after a mount.
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<PathBuf>,
+    /// Read the image even if it is mounted read-write (its state may be inconsistent).
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
+}
+
+/// An ext4 image to read.
+#[derive(Args, Debug, Clone)]
+pub struct ImageArg {
+    /// The ext4 file system: an image file, `e2image -r` output or a block device.
+    #[arg(long, value_name = "IMG")]
+    pub image: PathBuf,
+    /// Read the image even if it is mounted read-write (its state may be inconsistent).
+    #[arg(long)]
+    pub allow_mounted: bool,
+}
+
+/// `mballoc freefrag`.
+#[derive(Args, Debug, Clone)]
+pub struct FreefragArgs {
+    #[command(flatten)]
+    pub image: ImageArg,
+    /// Print one JSON object instead of e2freefrag's text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mballoc frag`.
+#[derive(Args, Debug, Clone)]
+pub struct FragArgs {
+    #[command(flatten)]
+    pub image: ImageArg,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a per-group heat map (frag_pct) to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// `mballoc replay`.

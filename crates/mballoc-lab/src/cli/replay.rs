@@ -13,6 +13,9 @@ use super::error::CliError;
 
 /// `mballoc groups`.
 pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
+    if let Some(image) = &a.image {
+        return super::image::cmd_groups_image(image, a.allow_mounted);
+    }
     let other = |e: &dyn std::fmt::Display| CliError::Other(e.to_string());
     let layout =
         mballoc_lab::mkfs::layout(a.fs_size).map_err(|e| CliError::Usage(e.to_string()))?;
