@@ -97,5 +97,3 @@ impl Image {
     }
 }
 
-#[cfg(test)]
-mod tests;
