@@ -20,6 +20,7 @@ fn cfg(workload: &str, fs_size: u64, settings: &[&str]) -> RunConfig {
         seed: 42,
         quick: true,
         load_cost_ns: 0,
+        image: None,
     }
 }
 

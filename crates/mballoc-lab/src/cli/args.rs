@@ -52,6 +52,21 @@ pub struct Scenario {
     /// Simulated cost of loading one group's bitmap from disk (e.g. 50us; 0 = in memory).
     #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse::duration_ns)]
     pub load_cost: u64,
+    /// Start from this ext4 file system's state (image file, `e2image -r` output or block
+    /// device, 4 KiB blocks) instead of a fresh layout: its used blocks, BLOCK_UNINIT groups
+    /// and files (with their inode numbers); it is only read.
+    #[arg(long, value_name = "IMG", conflicts_with = "fs_size", value_parser = image_run)]
+    pub image: Option<workload::ImageRun>,
+    /// With `--image`: read it even while it is mounted read-write.
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
+}
+
+fn image_run(s: &str) -> Result<workload::ImageRun, String> {
+    Ok(workload::ImageRun {
+        path: s.into(),
+        allow_mounted: false,
+    })
 }
 
 /// Thread counts of a sweep, in the order given, without duplicates.

@@ -98,6 +98,34 @@ pub fn scan(disk: &Disk, sb: &Superblock, descs: &[GroupDesc]) -> Result<FileSca
     Ok(out)
 }
 
+/// The extents of inode `ino` whatever its kind (the journal's, for one).
+pub fn extents_of(
+    disk: &Disk,
+    sb: &Superblock,
+    descs: &[GroupDesc],
+    ino: u64,
+) -> Result<Vec<ImageExtent>, ImageError> {
+    let ipg = u64::from(sb.inodes_per_group);
+    let (g, i) = ((ino - 1) / ipg, (ino - 1) % ipg);
+    let d = descs.get(g as usize).ok_or(ImageError::BadField {
+        field: "inode number",
+        value: ino,
+        reason: "beyond the last group",
+    })?;
+    let isz = u64::from(sb.inode_size);
+    let raw = disk.read(d.inode_table * u64::from(sb.block_size) + i * isz, isz as usize, "inode")?;
+    let seed = if sb.has_metadata_csum() {
+        Some(verify_inode(sb, ino, &raw)?)
+    } else {
+        None
+    };
+    let mut extents = Vec::new();
+    if le32(&raw, 0x20) & EXT4_EXTENTS_FL != 0 {
+        Walk { disk, sb, ino, seed, out: &mut extents }.node(&raw[0x28..0x28 + 60], None)?;
+    }
+    Ok(extents)
+}
+
 /// The inode bitmap of a group, its checksum checked (`ext4_inode_bitmap_csum_verify`).
 fn inode_bitmap(disk: &Disk, sb: &Superblock, d: &GroupDesc, g: u32) -> Result<Vec<u8>, ImageError> {
     let bs = sb.block_size as usize;

@@ -16,6 +16,7 @@ mod disk;
 mod error;
 mod inode;
 mod mounted;
+pub mod start;
 mod superblock;
 mod svg;
 mod view;
@@ -28,6 +29,7 @@ pub use desc::{GroupDesc, BG_BLOCK_UNINIT, BG_INODE_UNINIT, BG_INODE_ZEROED};
 pub use disk::Disk;
 pub use error::ImageError;
 pub use inode::{FileScan, ImageExtent, ImageFile};
+pub use start::{ImageSource, ImageStart};
 pub use superblock::{Superblock, SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE};
 pub use svg::heat_map;
 pub use view::{FragReport, GroupView, ImageView};
@@ -89,6 +91,14 @@ impl Image {
     /// The regular files with their extents.
     pub fn files(&self) -> Result<FileScan, ImageError> {
         inode::scan(&self.disk, &self.sb, &self.descs)
+    }
+
+    /// The journal inode's extents (an internal journal; none for an external one).
+    pub fn journal_extents(&self) -> Result<Vec<ImageExtent>, ImageError> {
+        match self.sb.journal_inum {
+            0 => Ok(Vec::new()),
+            ino => inode::extents_of(&self.disk, &self.sb, &self.descs, u64::from(ino)),
+        }
     }
 
     /// Every group's bitmap and what the kernel's buddy load makes of it.

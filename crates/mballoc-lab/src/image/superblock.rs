@@ -43,6 +43,8 @@ pub struct Superblock {
     pub reserved_gdt_blocks: u32,
     pub desc_size: u32,
     pub first_meta_bg: u32,
+    /// `s_journal_inum` (0: no internal journal).
+    pub journal_inum: u32,
     pub log_groups_per_flex: u32,
     /// `s_backup_bgs` (sparse_super2).
     pub backup_bgs: [u32; 2],
@@ -87,6 +89,7 @@ impl Superblock {
             reserved_gdt_blocks: u32::from(le16(b, 0xCE)),
             desc_size,
             first_meta_bg: le32(b, 0x104),
+            journal_inum: if le32(b, 0x5C) & 0x4 != 0 { le32(b, 0xE0) } else { 0 },
             log_groups_per_flex: u32::from(b[0x174]),
             backup_bgs: [le32(b, 0x24C), le32(b, 0x250)],
             csum_seed: if incompat & INCOMPAT_CSUM_SEED != 0 {

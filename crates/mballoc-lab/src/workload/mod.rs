@@ -152,6 +152,17 @@ pub struct RunConfig {
     pub quick: bool,
     /// Busy time per bitmap load of the in-memory device, ns (seed 003).
     pub load_cost_ns: u64,
+    /// Start from this ext4 image's state instead of a fresh layout (`fs_size` is then the
+    /// image's).
+    pub image: Option<ImageRun>,
+}
+
+/// An ext4 image a run starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRun {
+    pub path: std::path::PathBuf,
+    /// Read it even while it is mounted read-write.
+    pub allow_mounted: bool,
 }
 
 /// Progress reporting hooks (a progress bar in the CLI).
