@@ -207,4 +207,14 @@ pub struct ReplayArgs {
     /// Mismatches to print per case.
     #[arg(long, default_value_t = 10)]
     pub show: usize,
+    /// Replay each case's request stream on this ext4 image instead (what-if: where would
+    /// these requests land there?); nothing is compared with the kernel then.
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<PathBuf>,
+    /// With `--image`: the policy whose tunables run (default: the capture's own tunables).
+    #[arg(long, requires = "image", value_parser = policy_name)]
+    pub policy: Option<Policy>,
+    /// With `--image`: read it even while it is mounted read-write.
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
 }

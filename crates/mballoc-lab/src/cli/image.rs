@@ -4,9 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use mballoc_lab::case::{self, Case};
+use mballoc_lab::image::replay::{replay_on_image, ImageReplayReport};
 use mballoc_lab::image::{heat_map, FragReport, Image, ImageView, OpenOptions};
+use mballoc_lab::replay::ReplayError;
 
-use super::args::{FragArgs, FreefragArgs, ImageArg};
+use super::args::{FragArgs, FreefragArgs, ImageArg, ReplayArgs};
 use super::emit::{out, outln};
 use super::error::CliError;
 
@@ -123,5 +126,46 @@ fn render(r: &FragReport) -> String {
     for e in &r.file_errors {
         let _ = writeln!(s, "skipped: {e}");
     }
+    s
+}
+
+/// `mballoc replay CASE... --image IMG [--policy P]`.
+pub fn cmd_replay_image(a: &ReplayArgs, image: &Path) -> Result<(), CliError> {
+    let dirs = case::find_cases(&a.cases).map_err(ReplayError::from)?;
+    if dirs.is_empty() {
+        let paths = a.cases.iter().map(|p| p.display().to_string()).collect();
+        return Err(ReplayError::NoCases { paths }.into());
+    }
+    let img = Image::open(image, OpenOptions { allow_mounted: a.allow_mounted })?;
+    let mut reports = Vec::new();
+    for dir in dirs {
+        let c = Case::load(&dir).map_err(ReplayError::from)?;
+        reports.push(replay_on_image(&c, &img, a.policy)?);
+    }
+    if a.json {
+        outln(&serde_json::to_string(&reports).map_err(|e| CliError::Other(e.to_string()))?)
+    } else {
+        out(&reports.iter().map(render_replay).collect::<Vec<_>>().join("\n"))
+    }
+}
+
+fn render_replay(r: &ImageReplayReport) -> String {
+    let c = &r.counts;
+    let f = &r.frag_pct;
+    let mut s = format!(
+        "{} on {} ({} tunables)\n\
+         allocations: {} placed, {} failed of {}; {} blocks; {} at their goal; {} goals followed the stream's own extents\n\
+         frees: {} applied, {} of blocks the stream never allocated skipped, {} refused\n\
+         free blocks: {} before, {} after; {} free extents, max {} KB\n\
+         frag_pct (fsperf): {} of {} groups fragmented, mean {:.1}, max {:.1}\n",
+        r.case, r.image, r.tunables, c.placed, c.failed, c.allocs, c.blocks_allocated, c.goal_hits,
+        c.goals_followed, c.frees_applied, c.frees_skipped, c.free_errors, r.free_before, r.free_after,
+        r.free_extents.num_free_extent, r.free_extents.max_free_extent_kb, f.fragmented_bg_count, f.bg_count,
+        f.frag_pct_mean, f.frag_pct_max
+    );
+    if let Some(e) = &c.first_failure {
+        let _ = writeln!(s, "first failure: {e}");
+    }
+    s.push_str(&r.mb_groups);
     s
 }

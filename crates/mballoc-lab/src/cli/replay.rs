@@ -33,6 +33,9 @@ pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
 
 /// `mballoc replay`.
 pub fn cmd_replay(a: &ReplayArgs) -> Result<(), CliError> {
+    if let Some(image) = &a.image {
+        return super::image::cmd_replay_image(a, image);
+    }
     let rep = replay::replay_paths(&a.cases)?;
     if a.json {
         outln(&to_json(&rep)?)

@@ -16,6 +16,7 @@ mod disk;
 mod error;
 mod inode;
 mod mounted;
+pub mod replay;
 pub mod start;
 mod superblock;
 mod svg;
