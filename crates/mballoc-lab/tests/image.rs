@@ -288,3 +288,130 @@ fn garbage_and_truncated_images_are_typed_errors() {
         Err(ImageError::Truncated { what: "group descriptors", .. })
     ));
 }
+
+fn run_cfg(image: &Path, workload: &str, settings: &[&str]) -> mballoc_lab::workload::RunConfig {
+    mballoc_lab::workload::RunConfig {
+        workload: workload.into(),
+        policy: mballoc::Policy::Linux618,
+        settings: settings.iter().map(|s| s.to_string()).collect(),
+        threads: 1,
+        fs_size: 0,
+        seed: 3,
+        quick: true,
+        load_cost_ns: 0,
+        image: Some(mballoc_lab::workload::ImageRun {
+            path: image.to_path_buf(),
+            allow_mounted: false,
+        }),
+    }
+}
+
+/// Used blocks of the image's files, as absolute ranges.
+fn file_ranges(img: &Image) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = img
+        .files()
+        .unwrap()
+        .files
+        .iter()
+        .flat_map(|f| f.extents.iter().map(|e| (e.physical, u64::from(e.len))))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A workload runs from the image's state: it starts with the image's free blocks, never
+/// places anything on the image's files, numbers its files after the image's, and leaves the
+/// image as it was.
+#[test]
+fn a_run_starts_from_the_image_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = bytes("frag4k");
+    let p = materialise(dir.path(), "w.img", original.clone(), &[]);
+    let img = open(&p);
+    let before = img.view().unwrap().free_space().unwrap().free_blocks();
+    let max_ino = img.files().unwrap().files.iter().map(|f| f.ino).max().unwrap();
+    let out = mballoc_lab::workload::run_detailed(
+        &run_cfg(&p, "appenders", &["ops=20"]),
+        &mballoc_lab::workload::NoProgress,
+    )
+    .unwrap();
+    let r = &out.result;
+    assert_eq!(r.fs_size, 96 << 20);
+    assert_eq!(r.scalars["aged_files"], 40.0);
+    let written = r.scalars["blocks_allocated"] as u64;
+    assert_eq!(written, 32 * 20);
+    assert_eq!(out.allocator.free_blocks(), before - written);
+    let theirs = file_ranges(&img);
+    for f in &out.files {
+        assert!(f.ino > max_ino, "new file {} among the image's", f.ino);
+        for m in f.map.iter() {
+            let (s, e) = (m.physical, m.physical + u64::from(m.len));
+            assert!(
+                theirs.iter().all(|&(ts, tl)| e <= ts || s >= ts + tl),
+                "file {} got {s}..{e}, an image file's blocks",
+                f.ino
+            );
+        }
+    }
+    assert!(std::fs::read(&p).unwrap() == original);
+}
+
+/// A group whose bitmap fails its checksum is left out of a run as the kernel leaves it out:
+/// marked corrupt when first needed, never allocated from.
+#[test]
+fn a_run_leaves_a_corrupt_group_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = materialise(dir.path(), "c.img", bytes("frag4k"), &[BAD_BITMAP]);
+    let out = mballoc_lab::workload::run_detailed(
+        &run_cfg(&p, "appenders", &["ops=20"]),
+        &mballoc_lab::workload::NoProgress,
+    )
+    .unwrap();
+    let corrupt = out.allocator.corrupt_groups();
+    assert_eq!(corrupt.len(), 1);
+    assert_eq!(corrupt[0].0, 1);
+    assert!(corrupt[0].1.contains("block bitmap checksum"), "{}", corrupt[0].1);
+    let geo = *out.allocator.geometry();
+    assert!(out
+        .files
+        .iter()
+        .flat_map(|f| f.map.iter())
+        .all(|m| geo.locate(m.physical).0 != 1));
+}
+
+/// Settings that would replace the image's state are refused; 1 KiB blocks are refused for
+/// runs (the file layer models 4 KiB blocks) with the reason.
+#[test]
+fn runs_refuse_what_an_image_cannot_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = materialise(dir.path(), "a.img", bytes("frag4k"), &[]);
+    let nop = &mballoc_lab::workload::NoProgress;
+    let err = mballoc_lab::workload::run(&run_cfg(&p, "appenders", &["prefill=0.5"]), nop).unwrap_err();
+    assert!(err.to_string().contains("the image is the starting state"), "{err}");
+    let p1 = materialise(dir.path(), "k.img", bytes("frag1k"), &[]);
+    let err = mballoc_lab::workload::run(&run_cfg(&p1, "appenders", &["ops=1"]), nop).unwrap_err();
+    assert!(err.to_string().contains("1024"), "{err}");
+}
+
+/// A capture's request stream replays on the image: every allocation is answered, the blocks
+/// add up, and its goals follow its own earlier extents there.
+#[test]
+fn a_capture_replays_on_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = materialise(dir.path(), "r.img", bytes("frag4k"), &[]);
+    let img = open(&p);
+    let case = mballoc_lab::case::Case::load(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernel-cases/falloc-1g-mixed"),
+    )
+    .unwrap();
+    let r = mballoc_lab::image::replay::replay_on_image(&case, &img, None).unwrap();
+    let c = &r.counts;
+    assert_eq!(c.placed + c.failed, c.allocs);
+    assert!(c.placed > 0 && c.goals_followed > 0);
+    assert_eq!(r.free_before, img.view().unwrap().free_space().unwrap().free_blocks());
+    // The stream is 1 GiB of fallocates on a 96 MiB image: it runs out of space.
+    assert!(c.failed > 0 && r.free_after < r.free_before / 100);
+    assert!(r.mb_groups.starts_with("#group: free  frags first"));
+    let other = mballoc_lab::image::replay::replay_on_image(&case, &img, Some(mballoc::Policy::Proposed)).unwrap();
+    assert_eq!(other.tunables, "proposed");
+}
