@@ -269,3 +269,74 @@ fn is_power_of(n: u32, base: u32) -> bool {
     }
     p == u64::from(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A superblock with the given features, 4 KiB blocks, 32768 blocks per group, 64 groups,
+    /// 32-byte descriptors (128 per block).
+    fn sb(compat: u32, incompat: u32, ro_compat: u32) -> Superblock {
+        Superblock {
+            blocks_count: 64 * 32768,
+            free_blocks_count: 0,
+            first_data_block: 0,
+            block_size: 4096,
+            blocks_per_group: 32768,
+            clusters_per_group: 32768,
+            inodes_per_group: 8192,
+            inodes_count: 64 * 8192,
+            first_ino: 11,
+            inode_size: 256,
+            feature_compat: compat,
+            feature_incompat: incompat,
+            feature_ro_compat: ro_compat,
+            reserved_gdt_blocks: 15,
+            desc_size: 32,
+            first_meta_bg: 0,
+            journal_inum: 0,
+            log_groups_per_flex: 4,
+            backup_bgs: [1, 63],
+            csum_seed: 0,
+            uuid: [0; 16],
+        }
+    }
+
+    /// `ext4_bg_has_super`: sparse_super keeps backups in 0, 1 and powers of 3, 5, 7;
+    /// sparse_super2 only in `s_backup_bgs`; without either, every group.
+    #[test]
+    fn superblock_backups_follow_the_features() {
+        let sparse = sb(0, 0, RO_COMPAT_SPARSE_SUPER);
+        let with: Vec<u32> = (0..64).filter(|&g| sparse.bg_has_super(g)).collect();
+        assert_eq!(with, vec![0, 1, 3, 5, 7, 9, 25, 27, 49]);
+        let two = sb(COMPAT_SPARSE_SUPER2, 0, RO_COMPAT_SPARSE_SUPER);
+        let with: Vec<u32> = (0..64).filter(|&g| two.bg_has_super(g)).collect();
+        assert_eq!(with, vec![0, 1, 63]);
+        assert!((0..64).all(|g| sb(0, 0, 0).bg_has_super(g)));
+    }
+
+    /// `ext4_num_base_meta_clusters`: superblock + descriptor blocks + reserved GDT blocks in a
+    /// backup group; with meta_bg past `s_first_meta_bg`, one descriptor block in the first,
+    /// second and last group of each meta group.
+    #[test]
+    fn base_metadata_follows_meta_bg() {
+        let classic = sb(0, 0, RO_COMPAT_SPARSE_SUPER);
+        assert_eq!(classic.gdb_count(), 1);
+        assert_eq!(classic.base_meta_blocks(0), 1 + 1 + 15);
+        assert_eq!(classic.base_meta_blocks(2), 0);
+        let mut meta = sb(0, INCOMPAT_META_BG, RO_COMPAT_SPARSE_SUPER);
+        meta.blocks_count = 300 * 32768;
+        meta.reserved_gdt_blocks = 0;
+        // Descriptor block 0 is classic, the rest meta_bg: groups 128.. are meta groups.
+        meta.first_meta_bg = 1;
+        assert_eq!(meta.base_meta_blocks(0), 1 + 1);
+        assert_eq!(meta.base_meta_blocks(128), 1); // first of its meta group, no backup
+        assert_eq!(meta.base_meta_blocks(129), 1);
+        assert_eq!(meta.base_meta_blocks(130), 0);
+        assert_eq!(meta.base_meta_blocks(243), 1); // 3^5: a backup superblock, no descriptors
+        assert_eq!(meta.base_meta_blocks(255), 1); // last of its meta group
+        assert_eq!(meta.descriptor_block(0), 1);
+        assert_eq!(meta.descriptor_block(1), 128 * 32768);
+        assert_eq!(meta.descriptor_block(2), 256 * 32768);
+    }
+}
