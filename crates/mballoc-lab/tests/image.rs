@@ -13,7 +13,9 @@ use mballoc_lab::image::{Image, ImageError, OpenOptions};
 const IMAGES: [&str; 3] = ["frag4k", "frag1k", "old4k"];
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/images").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/images")
+        .join(name)
 }
 
 fn text(name: &str) -> String {
@@ -24,7 +26,9 @@ fn text(name: &str) -> String {
 fn bytes(name: &str) -> Vec<u8> {
     let gz = std::fs::File::open(data(&format!("{name}.raw.gz"))).unwrap();
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(gz).read_to_end(&mut out).unwrap();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut out)
+        .unwrap();
     out
 }
 
@@ -75,7 +79,11 @@ fn freefrag_is_e2freefrags_output() {
             .current_dir(dir.path())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(
             String::from_utf8(out.stdout).unwrap(),
             text(&format!("{name}.e2freefrag")),
@@ -97,7 +105,11 @@ struct DumpGroup {
 
 fn dumpe2fs_groups(name: &str) -> Vec<DumpGroup> {
     let mut out: Vec<DumpGroup> = Vec::new();
-    let num = |s: &str| -> u64 { s.trim_matches(|c: char| !c.is_ascii_digit()).parse().unwrap() };
+    let num = |s: &str| -> u64 {
+        s.trim_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap()
+    };
     for line in text(&format!("{name}.dumpe2fs")).lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.first() == Some(&"Group") && words.get(1).is_some_and(|w| w.ends_with(':')) {
@@ -113,7 +125,9 @@ fn dumpe2fs_groups(name: &str) -> Vec<DumpGroup> {
             match words[..] {
                 ["Block", "bitmap", "at", at, ..] => g.block_bitmap = num(at),
                 ["Inode", "bitmap", "at", at, ..] => g.inode_bitmap = num(at),
-                ["Inode", "table", "at", at, ..] => g.inode_table = num(at.split('-').next().unwrap()),
+                ["Inode", "table", "at", at, ..] => {
+                    g.inode_table = num(at.split('-').next().unwrap())
+                }
                 [free, "free", "blocks,", ..] => g.free_blocks = num(free) as u32,
                 _ => {}
             }
@@ -145,7 +159,10 @@ fn descriptors_are_dumpe2fs_groups() {
             })
             .collect();
         assert_eq!(ours, dumpe2fs_groups(name), "{name}");
-        assert!(ours.iter().any(|g| g.block_uninit) || name == "old4k", "{name}");
+        assert!(
+            ours.iter().any(|g| g.block_uninit) || name == "old4k",
+            "{name}"
+        );
     }
 }
 
@@ -177,7 +194,11 @@ fn file_extents_are_debugfs_extents() {
         assert!(!theirs.is_empty());
         assert_eq!(ours, theirs, "{name}");
         // fallocate left unwritten extents behind (every fifth file).
-        assert!(scan.files.iter().flat_map(|f| &f.extents).any(|e| e.unwritten));
+        assert!(scan
+            .files
+            .iter()
+            .flat_map(|f| &f.extents)
+            .any(|e| e.unwritten));
     }
 }
 
@@ -190,7 +211,12 @@ const BAD_DESC: (usize, u8) = (4096 + 4 * 64 + 0x3c, 0x0f);
 #[test]
 fn bad_bitmap_checksum_is_a_typed_error_and_the_kernels_line() {
     let dir = tempfile::tempdir().unwrap();
-    let img = open(&materialise(dir.path(), "b.img", bytes("frag4k"), &[BAD_BITMAP]));
+    let img = open(&materialise(
+        dir.path(),
+        "b.img",
+        bytes("frag4k"),
+        &[BAD_BITMAP],
+    ));
     assert!(matches!(
         img.block_bitmap(1),
         Err(ImageError::BlockBitmapChecksum { group: 1, stored, computed }) if stored != computed
@@ -202,7 +228,9 @@ fn bad_bitmap_checksum_is_a_typed_error_and_the_kernels_line() {
         Err(ImageError::BlockBitmapChecksum { group: 1, .. })
     ));
     // The other groups are untouched.
-    assert!((0..6).filter(|&g| g != 1).all(|g| img.block_bitmap(g).is_ok()));
+    assert!((0..6)
+        .filter(|&g| g != 1)
+        .all(|g| img.block_bitmap(g).is_ok()));
 }
 
 /// A `BLOCK_UNINIT` group whose descriptor fails its checksum cannot have its bitmap computed
@@ -210,7 +238,12 @@ fn bad_bitmap_checksum_is_a_typed_error_and_the_kernels_line() {
 #[test]
 fn bad_descriptor_checksum_fails_its_block_uninit_group() {
     let dir = tempfile::tempdir().unwrap();
-    let img = open(&materialise(dir.path(), "d.img", bytes("frag4k"), &[BAD_DESC]));
+    let img = open(&materialise(
+        dir.path(),
+        "d.img",
+        bytes("frag4k"),
+        &[BAD_DESC],
+    ));
     assert!(matches!(
         img.descriptors()[4].csum_error.as_deref(),
         Some(ImageError::DescriptorChecksum { group: 4, .. })
@@ -219,7 +252,10 @@ fn bad_descriptor_checksum_fails_its_block_uninit_group() {
         img.block_bitmap(4),
         Err(ImageError::DescriptorChecksum { group: 4, .. })
     ));
-    assert_eq!(img.view().unwrap().mb_groups_text(), text("frag4k-bad-desc.mb_groups"));
+    assert_eq!(
+        img.view().unwrap().mb_groups_text(),
+        text("frag4k-bad-desc.mb_groups")
+    );
 }
 
 /// uninit_bg's crc16 descriptor checksum is checked too; a group whose bitmap is on disk
@@ -228,12 +264,21 @@ fn bad_descriptor_checksum_fails_its_block_uninit_group() {
 fn crc16_descriptor_checksum_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     // old4k: 32-byte descriptors in block 1; byte 0x14 (bg_exclude_bitmap_lo) of group 2's.
-    let img = open(&materialise(dir.path(), "o.img", bytes("old4k"), &[(4096 + 2 * 32 + 0x14, 1)]));
+    let img = open(&materialise(
+        dir.path(),
+        "o.img",
+        bytes("old4k"),
+        &[(4096 + 2 * 32 + 0x14, 1)],
+    ));
     assert!(matches!(
         img.descriptors()[2].csum_error.as_deref(),
         Some(ImageError::DescriptorChecksum { group: 2, .. })
     ));
-    assert!(img.descriptors().iter().enumerate().all(|(g, d)| (g == 2) == d.csum_error.is_some()));
+    assert!(img
+        .descriptors()
+        .iter()
+        .enumerate()
+        .all(|(g, d)| (g == 2) == d.csum_error.is_some()));
     assert!(img.block_bitmap(2).is_ok());
 }
 
@@ -252,9 +297,17 @@ fn superblock_and_inode_checksums_are_checked() {
     let first = clean.files().unwrap().files[0].ino;
     let d = &clean.descriptors()[0];
     let at = d.inode_table * 4096 + (first - 1) * u64::from(clean.superblock().inode_size) + 0x8;
-    let img = open(&materialise(dir.path(), "n.img", bytes("frag4k"), &[(at as usize, 1)]));
+    let img = open(&materialise(
+        dir.path(),
+        "n.img",
+        bytes("frag4k"),
+        &[(at as usize, 1)],
+    ));
     let scan = img.files().unwrap();
-    assert!(scan.errors.iter().any(|e| matches!(e, ImageError::InodeChecksum { ino, .. } if *ino == first)));
+    assert!(scan
+        .errors
+        .iter()
+        .any(|e| matches!(e, ImageError::InodeChecksum { ino, .. } if *ino == first)));
     assert!(scan.files.iter().all(|f| f.ino != first));
     assert_eq!(scan.files.len() + 1, clean.files().unwrap().files.len());
 }
@@ -285,7 +338,10 @@ fn garbage_and_truncated_images_are_typed_errors() {
     let p = materialise(dir.path(), "t.img", img, &[]);
     assert!(matches!(
         Image::open(&p, OpenOptions::default()),
-        Err(ImageError::Truncated { what: "group descriptors", .. })
+        Err(ImageError::Truncated {
+            what: "group descriptors",
+            ..
+        })
     ));
 }
 
@@ -329,7 +385,14 @@ fn a_run_starts_from_the_image_state() {
     let p = materialise(dir.path(), "w.img", original.clone(), &[]);
     let img = open(&p);
     let before = img.view().unwrap().free_space().unwrap().free_blocks();
-    let max_ino = img.files().unwrap().files.iter().map(|f| f.ino).max().unwrap();
+    let max_ino = img
+        .files()
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| f.ino)
+        .max()
+        .unwrap();
     let out = mballoc_lab::workload::run_detailed(
         &run_cfg(&p, "appenders", &["ops=20"]),
         &mballoc_lab::workload::NoProgress,
@@ -370,7 +433,11 @@ fn a_run_leaves_a_corrupt_group_alone() {
     let corrupt = out.allocator.corrupt_groups();
     assert_eq!(corrupt.len(), 1);
     assert_eq!(corrupt[0].0, 1);
-    assert!(corrupt[0].1.contains("block bitmap checksum"), "{}", corrupt[0].1);
+    assert!(
+        corrupt[0].1.contains("block bitmap checksum"),
+        "{}",
+        corrupt[0].1
+    );
     let geo = *out.allocator.geometry();
     assert!(out
         .files
@@ -386,8 +453,12 @@ fn runs_refuse_what_an_image_cannot_be() {
     let dir = tempfile::tempdir().unwrap();
     let p = materialise(dir.path(), "a.img", bytes("frag4k"), &[]);
     let nop = &mballoc_lab::workload::NoProgress;
-    let err = mballoc_lab::workload::run(&run_cfg(&p, "appenders", &["prefill=0.5"]), nop).unwrap_err();
-    assert!(err.to_string().contains("the image is the starting state"), "{err}");
+    let err =
+        mballoc_lab::workload::run(&run_cfg(&p, "appenders", &["prefill=0.5"]), nop).unwrap_err();
+    assert!(
+        err.to_string().contains("the image is the starting state"),
+        "{err}"
+    );
     let p1 = materialise(dir.path(), "k.img", bytes("frag1k"), &[]);
     let err = mballoc_lab::workload::run(&run_cfg(&p1, "appenders", &["ops=1"]), nop).unwrap_err();
     assert!(err.to_string().contains("1024"), "{err}");
@@ -408,11 +479,16 @@ fn a_capture_replays_on_the_image() {
     let c = &r.counts;
     assert_eq!(c.placed + c.failed, c.allocs);
     assert!(c.placed > 0 && c.goals_followed > 0);
-    assert_eq!(r.free_before, img.view().unwrap().free_space().unwrap().free_blocks());
+    assert_eq!(
+        r.free_before,
+        img.view().unwrap().free_space().unwrap().free_blocks()
+    );
     // The stream is 1 GiB of fallocates on a 96 MiB image: it runs out of space.
     assert!(c.failed > 0 && r.free_after < r.free_before / 100);
     assert!(r.mb_groups.starts_with("#group: free  frags first"));
-    let other = mballoc_lab::image::replay::replay_on_image(&case, &img, Some(mballoc::Policy::Proposed)).unwrap();
+    let other =
+        mballoc_lab::image::replay::replay_on_image(&case, &img, Some(mballoc::Policy::Proposed))
+            .unwrap();
     assert_eq!(other.tunables, "proposed");
 }
 
@@ -430,7 +506,11 @@ fn frag_reports_json_and_a_heat_map() {
         .arg(&svg)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let per_group = v["frag_pct"]["per_group_frag_pct"].as_array().unwrap();
     assert_eq!(per_group.len(), 6);
@@ -456,7 +536,10 @@ fn groups_command_prints_the_kernels_text_and_refuses_garbage() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), text("old4k.mb_groups"));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        text("old4k.mb_groups")
+    );
     let z = materialise(dir.path(), "z.img", vec![0u8; 4096], &[]);
     let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
         .args(["groups", "--image"])

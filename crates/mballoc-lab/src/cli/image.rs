@@ -42,9 +42,17 @@ pub fn cmd_groups_image(path: &Path, allow_mounted: bool) -> Result<(), CliError
 
 /// `mballoc freefrag --image IMG`.
 pub fn cmd_freefrag(a: &FreefragArgs) -> Result<(), CliError> {
-    let ImageArg { image, allow_mounted } = &a.image;
+    let ImageArg {
+        image,
+        allow_mounted,
+    } = &a.image;
     // e2freefrag stops at the first unreadable bitmap, and so does this (the error says why).
-    let img = Image::open(image, OpenOptions { allow_mounted: *allow_mounted })?;
+    let img = Image::open(
+        image,
+        OpenOptions {
+            allow_mounted: *allow_mounted,
+        },
+    )?;
     let view = img.view()?;
     let (ff, text) = view.freefrag(&image.display().to_string())?;
     if a.json {
@@ -56,7 +64,10 @@ pub fn cmd_freefrag(a: &FreefragArgs) -> Result<(), CliError> {
 
 /// `mballoc frag --image IMG`.
 pub fn cmd_frag(a: &FragArgs) -> Result<(), CliError> {
-    let ImageArg { image, allow_mounted } = &a.image;
+    let ImageArg {
+        image,
+        allow_mounted,
+    } = &a.image;
     let (img, view) = open(image, *allow_mounted)?;
     let rep = view.frag_report(&img)?;
     if let Some(svg) = &a.svg {
@@ -93,7 +104,12 @@ fn render(r: &FragReport) -> String {
     let _ = writeln!(
         s,
         "frag_pct (fsperf): {} of {} groups fragmented; mean {:.1} p50 {:.1} p95 {:.1} max {:.1}",
-        f.fragmented_bg_count, f.bg_count, f.frag_pct_mean, f.frag_pct_p50, f.frag_pct_p95, f.frag_pct_max
+        f.fragmented_bg_count,
+        f.bg_count,
+        f.frag_pct_mean,
+        f.frag_pct_p50,
+        f.frag_pct_p95,
+        f.frag_pct_max
     );
     let _ = writeln!(s, "\ngroup  free   frags  largest_order  frag_pct");
     for m in &r.mb_groups {
@@ -112,7 +128,11 @@ fn render(r: &FragReport) -> String {
         ff.free_pct_in_extents_ge_8mib
     );
     for b in &ff.histogram {
-        let _ = writeln!(s, "  {:>16}  {:>8} extents  {:>10} blocks  {:>6.2}%", b.range, b.extents, b.blocks, b.percent);
+        let _ = writeln!(
+            s,
+            "  {:>16}  {:>8} extents  {:>10} blocks  {:>6.2}%",
+            b.range, b.extents, b.blocks, b.percent
+        );
     }
     let fe = &r.file_extents;
     let _ = writeln!(
@@ -121,7 +141,11 @@ fn render(r: &FragReport) -> String {
         fe.files, fe.extents_per_file, fe.extents_per_file_max, fe.avg_extent_size_kb
     );
     if r.indirect_files > 0 {
-        let _ = writeln!(s, "files mapped by indirect blocks (not counted): {}", r.indirect_files);
+        let _ = writeln!(
+            s,
+            "files mapped by indirect blocks (not counted): {}",
+            r.indirect_files
+        );
     }
     for e in &r.file_errors {
         let _ = writeln!(s, "skipped: {e}");
@@ -136,7 +160,12 @@ pub fn cmd_replay_image(a: &ReplayArgs, image: &Path) -> Result<(), CliError> {
         let paths = a.cases.iter().map(|p| p.display().to_string()).collect();
         return Err(ReplayError::NoCases { paths }.into());
     }
-    let img = Image::open(image, OpenOptions { allow_mounted: a.allow_mounted })?;
+    let img = Image::open(
+        image,
+        OpenOptions {
+            allow_mounted: a.allow_mounted,
+        },
+    )?;
     let mut reports = Vec::new();
     for dir in dirs {
         let c = Case::load(&dir).map_err(ReplayError::from)?;
@@ -145,7 +174,11 @@ pub fn cmd_replay_image(a: &ReplayArgs, image: &Path) -> Result<(), CliError> {
     if a.json {
         outln(&serde_json::to_string(&reports).map_err(|e| CliError::Other(e.to_string()))?)
     } else {
-        out(&reports.iter().map(render_replay).collect::<Vec<_>>().join("\n"))
+        out(&reports
+            .iter()
+            .map(render_replay)
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 }
 

@@ -73,7 +73,12 @@ pub fn itable_blocks(sb: &Superblock) -> u64 {
 }
 
 /// `ext4_read_block_bitmap_nowait`'s range check of the bitmap's location.
-fn check_in_range(sb: &Superblock, g: u32, what: &'static str, block: u64) -> Result<(), ImageError> {
+fn check_in_range(
+    sb: &Superblock,
+    g: u32,
+    what: &'static str,
+    block: u64,
+) -> Result<(), ImageError> {
     if block <= sb.first_data_block || block >= sb.blocks_count {
         return Err(ImageError::MetadataOutOfRange {
             group: g,
@@ -116,7 +121,11 @@ fn validate(sb: &Superblock, d: &GroupDesc, g: u32, bits: &[u8]) -> Result<(), I
     for (what, block) in tables {
         let inside = block >= first && block - first < u64::from(sb.blocks_per_group);
         if !inside || !test_bit(bits, block - first) {
-            return Err(ImageError::MetadataNotInUse { group: g, what, block });
+            return Err(ImageError::MetadataNotInUse {
+                group: g,
+                what,
+                block,
+            });
         }
     }
     Ok(())

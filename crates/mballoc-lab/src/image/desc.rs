@@ -66,8 +66,20 @@ pub fn read_all(disk: &Disk, sb: &Superblock) -> Result<Vec<GroupDesc>, ImageErr
 
 fn parse(sb: &Superblock, group: u32, b: &[u8]) -> GroupDesc {
     let wide = b.len() >= 64;
-    let hi32 = |at: usize| if wide { u64::from(le32(b, at)) << 32 } else { 0 };
-    let hi16 = |at: usize| if wide { u32::from(le16(b, at)) << 16 } else { 0 };
+    let hi32 = |at: usize| {
+        if wide {
+            u64::from(le32(b, at)) << 32
+        } else {
+            0
+        }
+    };
+    let hi16 = |at: usize| {
+        if wide {
+            u32::from(le16(b, at)) << 16
+        } else {
+            0
+        }
+    };
     let stored = le16(b, CHECKSUM_AT);
     let computed = desc_csum(sb, group, b);
     GroupDesc {

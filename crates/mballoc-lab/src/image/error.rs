@@ -61,7 +61,9 @@ pub enum ImageError {
         computed: u32,
     },
 
-    #[error("group {group}: block bitmap does not mark the group's own {what} block {block} in use")]
+    #[error(
+        "group {group}: block bitmap does not mark the group's own {what} block {block} in use"
+    )]
     MetadataNotInUse {
         group: u32,
         what: &'static str,
@@ -77,7 +79,11 @@ pub enum ImageError {
     },
 
     #[error("inode {ino}: checksum {stored:#010x}, computed {computed:#010x}")]
-    InodeChecksum { ino: u64, stored: u32, computed: u32 },
+    InodeChecksum {
+        ino: u64,
+        stored: u32,
+        computed: u32,
+    },
 
     #[error("inode {ino}: extent block {block}: {reason}")]
     BadExtentTree {

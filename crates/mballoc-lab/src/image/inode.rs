@@ -113,7 +113,11 @@ pub fn extents_of(
         reason: "beyond the last group",
     })?;
     let isz = u64::from(sb.inode_size);
-    let raw = disk.read(d.inode_table * u64::from(sb.block_size) + i * isz, isz as usize, "inode")?;
+    let raw = disk.read(
+        d.inode_table * u64::from(sb.block_size) + i * isz,
+        isz as usize,
+        "inode",
+    )?;
     let seed = if sb.has_metadata_csum() {
         Some(verify_inode(sb, ino, &raw)?)
     } else {
@@ -121,13 +125,25 @@ pub fn extents_of(
     };
     let mut extents = Vec::new();
     if le32(&raw, 0x20) & EXT4_EXTENTS_FL != 0 {
-        Walk { disk, sb, ino, seed, out: &mut extents }.node(&raw[0x28..0x28 + 60], None)?;
+        Walk {
+            disk,
+            sb,
+            ino,
+            seed,
+            out: &mut extents,
+        }
+        .node(&raw[0x28..0x28 + 60], None)?;
     }
     Ok(extents)
 }
 
 /// The inode bitmap of a group, its checksum checked (`ext4_inode_bitmap_csum_verify`).
-fn inode_bitmap(disk: &Disk, sb: &Superblock, d: &GroupDesc, g: u32) -> Result<Vec<u8>, ImageError> {
+fn inode_bitmap(
+    disk: &Disk,
+    sb: &Superblock,
+    d: &GroupDesc,
+    g: u32,
+) -> Result<Vec<u8>, ImageError> {
     let bs = sb.block_size as usize;
     let bits = disk.read(d.inode_bitmap * bs as u64, bs, "inode bitmap")?;
     if sb.has_metadata_csum() {
@@ -165,13 +181,23 @@ fn file(disk: &Disk, sb: &Superblock, ino: u64, raw: &[u8]) -> Result<Option<Ino
     let flags = le32(raw, 0x20);
     let size = u64::from(le32(raw, 0x4)) | u64::from(le32(raw, 0x6C)) << 32;
     if flags & EXT4_INLINE_DATA_FL != 0 {
-        return Ok(Some(Inode::Extents(ImageFile { ino, size, extents: Vec::new() })));
+        return Ok(Some(Inode::Extents(ImageFile {
+            ino,
+            size,
+            extents: Vec::new(),
+        })));
     }
     if flags & EXT4_EXTENTS_FL == 0 {
         return Ok(Some(Inode::Indirect));
     }
     let mut extents = Vec::new();
-    let mut walk = Walk { disk, sb, ino, seed, out: &mut extents };
+    let mut walk = Walk {
+        disk,
+        sb,
+        ino,
+        seed,
+        out: &mut extents,
+    };
     walk.node(&raw[0x28..0x28 + 60], None)?;
     extents.sort_by_key(|e| e.logical);
     Ok(Some(Inode::Extents(ImageFile { ino, size, extents })))
@@ -201,7 +227,11 @@ fn verify_inode(sb: &Superblock, ino: u64, raw: &[u8]) -> Result<u32, ImageError
     }
     let computed = if wide { c } else { c & 0xFFFF };
     if computed != stored {
-        return Err(ImageError::InodeChecksum { ino, stored, computed });
+        return Err(ImageError::InodeChecksum {
+            ino,
+            stored,
+            computed,
+        });
     }
     Ok(seed)
 }
@@ -220,7 +250,11 @@ impl Walk<'_> {
     fn node(&mut self, b: &[u8], block: Option<u64>) -> Result<(), ImageError> {
         let blk = block.unwrap_or(0);
         let ino = self.ino;
-        let bad = |reason: String| ImageError::BadExtentTree { ino, block: blk, reason };
+        let bad = |reason: String| ImageError::BadExtentTree {
+            ino,
+            block: blk,
+            reason,
+        };
         if le16(b, 0) != EXTENT_MAGIC {
             return Err(bad(format!("magic {:#06x}", le16(b, 0))));
         }
@@ -236,7 +270,9 @@ impl Walk<'_> {
             let end = 12 + 12 * usize::from(max);
             let (stored, computed) = (le32(b, end), ext4_chksum(seed, &b[..end]));
             if stored != computed {
-                return Err(bad(format!("checksum {stored:#010x}, computed {computed:#010x}")));
+                return Err(bad(format!(
+                    "checksum {stored:#010x}, computed {computed:#010x}"
+                )));
             }
         }
         for k in 0..usize::from(entries) {
@@ -271,7 +307,8 @@ impl Walk<'_> {
             (raw_len, false)
         };
         let physical = u64::from(le32(e, 8)) | u64::from(le16(e, 6)) << 32;
-        if len == 0 || physical < self.sb.first_data_block
+        if len == 0
+            || physical < self.sb.first_data_block
             || physical + u64::from(len) > self.sb.blocks_count
         {
             return Err(ImageError::BadExtentTree {

@@ -107,4 +107,3 @@ impl Image {
         ImageView::build(self)
     }
 }
-

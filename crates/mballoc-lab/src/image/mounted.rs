@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::error::ImageError;
 
@@ -54,7 +54,7 @@ fn devices_of(path: &Path) -> Vec<u64> {
         .flatten()
         .filter_map(|e| {
             let backing = fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
-            (PathBuf::from(backing.trim_end()) == canon).then_some(())?;
+            (canon == Path::new(backing.trim_end())).then_some(())?;
             rdev(&Path::new("/dev").join(e.file_name()))
         })
         .collect()
@@ -67,5 +67,7 @@ fn rdev(p: &Path) -> Option<u64> {
 
 /// `/proc/self/mounts` escapes blanks as octal (`\040`).
 fn unescape(s: &str) -> String {
-    s.replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\134", "\\")
 }

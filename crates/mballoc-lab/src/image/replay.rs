@@ -163,7 +163,8 @@ pub fn replay_on_image(
                     }
                     Err(e) => {
                         rep.failed += 1;
-                        rep.first_failure.get_or_insert_with(|| format!("seq {}: {e}", r.stamp.seq));
+                        rep.first_failure
+                            .get_or_insert_with(|| format!("seq {}: {e}", r.stamp.seq));
                     }
                 }
             }
@@ -216,5 +217,9 @@ fn end_state(a: &Allocator) -> Result<FreeSpace, ImageError> {
             Err(_) => Vec::new(),
         })
         .collect();
-    Ok(FreeSpace::from_extents(&groups, geo.blocks_per_group(), geo.block_size())?)
+    Ok(FreeSpace::from_extents(
+        &groups,
+        geo.blocks_per_group(),
+        geo.block_size(),
+    )?)
 }

@@ -91,7 +91,8 @@ impl ImageStart {
     /// image), the descriptors' free counts, and the failed groups.
     pub fn source(&self) -> Result<ImageSource, mballoc::Error> {
         Ok(ImageSource {
-            mem: MemSource::new(self.geo, &self.used)?.with_block_uninit(self.block_uninit.iter().copied())?,
+            mem: MemSource::new(self.geo, &self.used)?
+                .with_block_uninit(self.block_uninit.iter().copied())?,
             corrupt: self.corrupt.clone(),
             desc_free: self.desc_free.clone(),
         })

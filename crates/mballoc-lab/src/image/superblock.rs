@@ -64,7 +64,13 @@ impl Superblock {
         let incompat = le32(b, 0x60);
         let ro_compat = le32(b, 0x64);
         let is64 = incompat & INCOMPAT_64BIT != 0;
-        let hi = |at: usize| if is64 { u64::from(le32(b, at)) << 32 } else { 0 };
+        let hi = |at: usize| {
+            if is64 {
+                u64::from(le32(b, at)) << 32
+            } else {
+                0
+            }
+        };
         let log_bs = le32(b, 0x18);
         if log_bs > 6 {
             return Err(bad("s_log_block_size", log_bs.into(), "at most 6 (64 KiB)"));
@@ -81,15 +87,27 @@ impl Superblock {
             clusters_per_group: le32(b, 0x24),
             inodes_per_group: le32(b, 0x28),
             inodes_count: le32(b, 0x0),
-            first_ino: if le32(b, 0x4C) == 0 { 11 } else { le32(b, 0x54) },
-            inode_size: if le32(b, 0x4C) == 0 { 128 } else { u32::from(le16(b, 0x58)) },
+            first_ino: if le32(b, 0x4C) == 0 {
+                11
+            } else {
+                le32(b, 0x54)
+            },
+            inode_size: if le32(b, 0x4C) == 0 {
+                128
+            } else {
+                u32::from(le16(b, 0x58))
+            },
             feature_compat: le32(b, 0x5C),
             feature_incompat: incompat,
             feature_ro_compat: ro_compat,
             reserved_gdt_blocks: u32::from(le16(b, 0xCE)),
             desc_size,
             first_meta_bg: le32(b, 0x104),
-            journal_inum: if le32(b, 0x5C) & 0x4 != 0 { le32(b, 0xE0) } else { 0 },
+            journal_inum: if le32(b, 0x5C) & 0x4 != 0 {
+                le32(b, 0xE0)
+            } else {
+                0
+            },
             log_groups_per_flex: u32::from(b[0x174]),
             backup_bgs: [le32(b, 0x24C), le32(b, 0x250)],
             csum_seed: if incompat & INCOMPAT_CSUM_SEED != 0 {
@@ -122,25 +140,57 @@ impl Superblock {
             });
         }
         let bits = self.block_size * 8;
-        if self.blocks_per_group == 0 || self.blocks_per_group > bits || self.blocks_per_group % 8 != 0 {
-            return Err(bad("s_blocks_per_group", self.blocks_per_group.into(), "a multiple of 8, at most 8 x block size"));
+        if self.blocks_per_group == 0
+            || self.blocks_per_group > bits
+            || !self.blocks_per_group.is_multiple_of(8)
+        {
+            return Err(bad(
+                "s_blocks_per_group",
+                self.blocks_per_group.into(),
+                "a multiple of 8, at most 8 x block size",
+            ));
         }
         if self.clusters_per_group != self.blocks_per_group {
-            return Err(bad("s_clusters_per_group", self.clusters_per_group.into(), "equal to s_blocks_per_group without bigalloc"));
+            return Err(bad(
+                "s_clusters_per_group",
+                self.clusters_per_group.into(),
+                "equal to s_blocks_per_group without bigalloc",
+            ));
         }
         if self.inodes_per_group == 0 || self.inodes_per_group > bits {
-            return Err(bad("s_inodes_per_group", self.inodes_per_group.into(), "1 to 8 x block size"));
+            return Err(bad(
+                "s_inodes_per_group",
+                self.inodes_per_group.into(),
+                "1 to 8 x block size",
+            ));
         }
-        if self.inode_size < 128 || !self.inode_size.is_power_of_two() || self.inode_size > self.block_size {
-            return Err(bad("s_inode_size", self.inode_size.into(), "a power of two from 128 to the block size"));
+        if self.inode_size < 128
+            || !self.inode_size.is_power_of_two()
+            || self.inode_size > self.block_size
+        {
+            return Err(bad(
+                "s_inode_size",
+                self.inode_size.into(),
+                "a power of two from 128 to the block size",
+            ));
         }
-        if self.desc_size < 32 || !self.desc_size.is_power_of_two() || self.desc_size > 1024
+        if self.desc_size < 32
+            || !self.desc_size.is_power_of_two()
+            || self.desc_size > 1024
             || (self.is_64bit() && self.desc_size < 64)
         {
-            return Err(bad("s_desc_size", self.desc_size.into(), "a power of two, 64 to 1024 with 64bit"));
+            return Err(bad(
+                "s_desc_size",
+                self.desc_size.into(),
+                "a power of two, 64 to 1024 with 64bit",
+            ));
         }
         if self.first_data_block >= self.blocks_count {
-            return Err(bad("s_first_data_block", self.first_data_block, "below s_blocks_count"));
+            return Err(bad(
+                "s_first_data_block",
+                self.first_data_block,
+                "below s_blocks_count",
+            ));
         }
         Ok(())
     }
@@ -172,7 +222,8 @@ impl Superblock {
     }
 
     pub fn group_count(&self) -> u32 {
-        (self.blocks_count - self.first_data_block).div_ceil(u64::from(self.blocks_per_group)) as u32
+        (self.blocks_count - self.first_data_block).div_ceil(u64::from(self.blocks_per_group))
+            as u32
     }
 
     /// Groups per flex group (1 without flex_bg).

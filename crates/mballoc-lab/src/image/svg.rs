@@ -26,14 +26,30 @@ pub fn heat_map(rep: &FragReport, title: &str) -> String {
         escape(title)
     );
     let bad: std::collections::HashSet<u32> = rep.bad_groups.iter().map(|b| b.0).collect();
-    let free_of = |g: u32| rep.mb_groups.iter().find(|m| m.group == g as usize).map_or(0, |m| m.free);
+    let free_of = |g: u32| {
+        rep.mb_groups
+            .iter()
+            .find(|m| m.group == g as usize)
+            .map_or(0, |m| m.free)
+    };
     for g in 0..rep.groups {
         let (x, y) = (MARGIN + g % cols * CELL, MARGIN + TITLE + g / cols * CELL);
-        let pct = rep.frag_pct.per_group_frag_pct.get(g as usize).copied().unwrap_or(0.0);
+        let pct = rep
+            .frag_pct
+            .per_group_frag_pct
+            .get(g as usize)
+            .copied()
+            .unwrap_or(0.0);
         let (fill, tip) = if bad.contains(&g) {
-            ("#404040".to_string(), format!("group {g}: bitmap unreadable"))
+            (
+                "#404040".to_string(),
+                format!("group {g}: bitmap unreadable"),
+            )
         } else {
-            (colour(pct), format!("group {g}: {} free blocks, frag_pct {pct:.1}", free_of(g)))
+            (
+                colour(pct),
+                format!("group {g}: {} free blocks, frag_pct {pct:.1}", free_of(g)),
+            )
         };
         let _ = writeln!(
             s,
@@ -60,5 +76,7 @@ fn colour(pct: f64) -> String {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

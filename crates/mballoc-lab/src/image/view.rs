@@ -9,9 +9,9 @@ use serde::Serialize;
 use super::{Image, ImageError, RawBitmap};
 use crate::metrics::filefrag::{file_extents, FileExtents};
 use crate::metrics::frag_pct::{fsperf_frag, FragPct};
+use crate::metrics::free_space::bitmap_runs;
 use crate::metrics::freefrag::{e2freefrag, FreeFrag, FreeFragOptions};
 use crate::metrics::mb_groups::{mb_group, mb_group_line, MbGroup, MB_GROUPS_HEADER};
-use crate::metrics::free_space::bitmap_runs;
 use crate::metrics::{FileExtent, FreeSpace, MetricsError};
 
 /// One group as the kernel sees it after loading its buddy.
@@ -55,10 +55,14 @@ impl ImageView {
                 if let Err(ImageError::Io { .. } | ImageError::Truncated { .. }) = &bitmap {
                     return Err(bitmap.expect_err("matched an error"));
                 }
-                let mb = bitmap
-                    .as_ref()
-                    .ok()
-                    .map(|b| mb_group(g as usize, &bitmap_runs(b, sb.blocks_per_group), sb.blocks_per_group, bits));
+                let mb = bitmap.as_ref().ok().map(|b| {
+                    mb_group(
+                        g as usize,
+                        &bitmap_runs(b, sb.blocks_per_group),
+                        sb.blocks_per_group,
+                        bits,
+                    )
+                });
                 Ok(GroupView {
                     group: g,
                     desc_free: d.free_blocks,
@@ -195,7 +199,12 @@ impl ImageView {
                 .iter()
                 .filter_map(|g| g.bitmap.as_ref().err().map(|e| (g.group, e.to_string())))
                 .collect(),
-            block_uninit_groups: self.groups.iter().filter(|g| g.block_uninit).map(|g| g.group).collect(),
+            block_uninit_groups: self
+                .groups
+                .iter()
+                .filter(|g| g.block_uninit)
+                .map(|g| g.group)
+                .collect(),
             frag_pct: fsperf_frag(&space),
             mb_groups: self.groups.iter().filter_map(|g| g.mb.clone()).collect(),
             free_extents,

@@ -13,8 +13,8 @@ use super::error::LabError;
 use super::prefill::{free_runs, prefill_ranges, union, Holes};
 use super::settings::LabSettings;
 use super::{aging, ImageRun, Progress, RunConfig};
-use crate::image::{Image, ImageStart, OpenOptions};
 use crate::fs::{File, Fs, Recorder};
+use crate::image::{Image, ImageStart, OpenOptions};
 use crate::mkfs;
 
 /// Most threads a run may ask for.
@@ -208,7 +208,9 @@ fn from_image(cfg: &RunConfig, lab: LabSettings, run: &ImageRun) -> Result<Env, 
     let start = ImageStart::load(&img)?;
     let geo = start.geo;
     let cpus = lab.cpus.unwrap_or(cfg.threads.max(2));
-    let source = start.source()?.with_load_cost(Duration::from_nanos(cfg.load_cost_ns));
+    let source = start
+        .source()?
+        .with_load_cost(Duration::from_nanos(cfg.load_cost_ns));
     // ext4 reads no bitmap at mount.
     let lazy = lab.lazy.unwrap_or(true);
     let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy)?;
