@@ -49,6 +49,23 @@ fn materialise(dir: &Path, file: &str, mut img: Vec<u8>, flips: &[(usize, u8)]) 
     path
 }
 
+/// `name`'s image with `flips` applied, written to `dir/file` and opened.
+fn open_image(dir: &Path, file: &str, name: &str, flips: &[(usize, u8)]) -> Image {
+    open(&materialise(dir, file, bytes(name), flips))
+}
+
+/// Runs `mballoc args` in `dir`, asserts it succeeded, and returns its stdout.
+fn mballoc_ok(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "mballoc {args:?}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn open(path: &Path) -> Image {
     Image::open(path, OpenOptions::default()).unwrap()
 }
@@ -74,18 +91,8 @@ fn freefrag_is_e2freefrags_output() {
     for name in IMAGES {
         let file = format!("{name}.img");
         materialise(dir.path(), &file, bytes(name), &[]);
-        let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
-            .args(["freefrag", "--image", &file])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
+            mballoc_ok(dir.path(), &["freefrag", "--image", &file]),
             text(&format!("{name}.e2freefrag")),
             "{name}"
         );
@@ -211,12 +218,7 @@ const BAD_DESC: (usize, u8) = (4096 + 4 * 64 + 0x3c, 0x0f);
 #[test]
 fn bad_bitmap_checksum_is_a_typed_error_and_the_kernels_line() {
     let dir = tempfile::tempdir().unwrap();
-    let img = open(&materialise(
-        dir.path(),
-        "b.img",
-        bytes("frag4k"),
-        &[BAD_BITMAP],
-    ));
+    let img = open_image(dir.path(), "b.img", "frag4k", &[BAD_BITMAP]);
     assert!(matches!(
         img.block_bitmap(1),
         Err(ImageError::BlockBitmapChecksum { group: 1, stored, computed }) if stored != computed
@@ -238,12 +240,7 @@ fn bad_bitmap_checksum_is_a_typed_error_and_the_kernels_line() {
 #[test]
 fn bad_descriptor_checksum_fails_its_block_uninit_group() {
     let dir = tempfile::tempdir().unwrap();
-    let img = open(&materialise(
-        dir.path(),
-        "d.img",
-        bytes("frag4k"),
-        &[BAD_DESC],
-    ));
+    let img = open_image(dir.path(), "d.img", "frag4k", &[BAD_DESC]);
     assert!(matches!(
         img.descriptors()[4].csum_error.as_deref(),
         Some(ImageError::DescriptorChecksum { group: 4, .. })
@@ -264,12 +261,7 @@ fn bad_descriptor_checksum_fails_its_block_uninit_group() {
 fn crc16_descriptor_checksum_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     // old4k: 32-byte descriptors in block 1; byte 0x14 (bg_exclude_bitmap_lo) of group 2's.
-    let img = open(&materialise(
-        dir.path(),
-        "o.img",
-        bytes("old4k"),
-        &[(4096 + 2 * 32 + 0x14, 1)],
-    ));
+    let img = open_image(dir.path(), "o.img", "old4k", &[(4096 + 2 * 32 + 0x14, 1)]);
     assert!(matches!(
         img.descriptors()[2].csum_error.as_deref(),
         Some(ImageError::DescriptorChecksum { group: 2, .. })
@@ -293,16 +285,11 @@ fn superblock_and_inode_checksums_are_checked() {
         Err(ImageError::SuperblockChecksum { stored, computed }) if stored != computed
     ));
     // The first file's inode: i_atime of inode `ino` in group 0's table.
-    let clean = open(&materialise(dir.path(), "c.img", bytes("frag4k"), &[]));
+    let clean = open_image(dir.path(), "c.img", "frag4k", &[]);
     let first = clean.files().unwrap().files[0].ino;
     let d = &clean.descriptors()[0];
     let at = d.inode_table * 4096 + (first - 1) * u64::from(clean.superblock().inode_size) + 0x8;
-    let img = open(&materialise(
-        dir.path(),
-        "n.img",
-        bytes("frag4k"),
-        &[(at as usize, 1)],
-    ));
+    let img = open_image(dir.path(), "n.img", "frag4k", &[(at as usize, 1)]);
     let scan = img.files().unwrap();
     assert!(scan
         .errors
@@ -497,21 +484,13 @@ fn a_capture_replays_on_the_image() {
 #[test]
 fn frag_reports_json_and_a_heat_map() {
     let dir = tempfile::tempdir().unwrap();
-    let p = materialise(dir.path(), "f.img", bytes("frag4k"), &[]);
-    let svg = dir.path().join("heat.svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
-        .args(["frag", "--json", "--image"])
-        .arg(&p)
-        .arg("--svg")
-        .arg(&svg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    materialise(dir.path(), "f.img", bytes("frag4k"), &[]);
+    let json = mballoc_ok(
+        dir.path(),
+        &["frag", "--json", "--image", "f.img", "--svg", "heat.svg"],
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let svg = dir.path().join("heat.svg");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let per_group = v["frag_pct"]["per_group_frag_pct"].as_array().unwrap();
     assert_eq!(per_group.len(), 6);
     // Group 1 of the kernel's capture: 1745 free in 13 runs, the largest 256 (2^8) long.
@@ -529,21 +508,15 @@ fn frag_reports_json_and_a_heat_map() {
 #[test]
 fn groups_command_prints_the_kernels_text_and_refuses_garbage() {
     let dir = tempfile::tempdir().unwrap();
-    let p = materialise(dir.path(), "g.img", bytes("old4k"), &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
-        .args(["groups", "--image"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    materialise(dir.path(), "g.img", bytes("old4k"), &[]);
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        mballoc_ok(dir.path(), &["groups", "--image", "g.img"]),
         text("old4k.mb_groups")
     );
-    let z = materialise(dir.path(), "z.img", vec![0u8; 4096], &[]);
+    materialise(dir.path(), "z.img", vec![0u8; 4096], &[]);
     let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
-        .args(["groups", "--image"])
-        .arg(&z)
+        .args(["groups", "--image", "z.img"])
+        .current_dir(dir.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

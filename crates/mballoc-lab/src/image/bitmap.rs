@@ -2,7 +2,7 @@
 //! `ext4_validate_block_bitmap`): computed for `BLOCK_UNINIT` groups, read and checked
 //! otherwise. A group whose bitmap cannot be trusted gets the error the kernel's load returns.
 
-use super::csum::ext4_chksum;
+use super::csum::bitmap_csum;
 use super::desc::GroupDesc;
 use super::disk::Disk;
 use super::error::ImageError;
@@ -95,11 +95,9 @@ fn check_in_range(
 /// `-EFSCORRUPTED`).
 fn validate(sb: &Superblock, d: &GroupDesc, g: u32, bits: &[u8]) -> Result<(), ImageError> {
     if sb.has_metadata_csum() {
+        // EXT4_BG_BLOCK_BITMAP_CSUM_HI_END = 0x3A.
         let n = (sb.clusters_per_group / 8) as usize;
-        let mut computed = ext4_chksum(sb.csum_seed, &bits[..n]);
-        if sb.desc_size < 0x3A {
-            computed &= 0xFFFF;
-        }
+        let computed = bitmap_csum(sb.csum_seed, bits, n, sb.desc_size, 0x3A);
         if computed != d.block_bitmap_csum {
             return Err(ImageError::BlockBitmapChecksum {
                 group: g,

@@ -8,6 +8,18 @@ pub fn ext4_chksum(seed: u32, data: &[u8]) -> u32 {
     !crc32c::crc32c_append(!seed, data)
 }
 
+/// A bitmap's checksum (`ext4_block_bitmap_csum_set`, `ext4_inode_bitmap_csum_set`): crc32c of
+/// its first `bytes` bytes, cut to the low 16 bits when the descriptor (`desc_size` bytes) ends
+/// before the checksum's high half, which lies at `hi_end`.
+pub fn bitmap_csum(seed: u32, bits: &[u8], bytes: usize, desc_size: u32, hi_end: u32) -> u32 {
+    let c = ext4_chksum(seed, &bits[..bytes]);
+    if desc_size < hi_end {
+        c & 0xFFFF
+    } else {
+        c
+    }
+}
+
 /// `crc16(crc, data)` of lib/crc16.c (CRC-16/ARC, reflected 0xA001), continued from `crc`.
 pub fn crc16(mut crc: u16, data: &[u8]) -> u16 {
     for &b in data {

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::bitmap::test_bit;
-use super::csum::ext4_chksum;
+use super::csum::{bitmap_csum, ext4_chksum};
 use super::desc::GroupDesc;
 use super::disk::{le16, le32, Disk};
 use super::error::ImageError;
@@ -147,11 +147,9 @@ fn inode_bitmap(
     let bs = sb.block_size as usize;
     let bits = disk.read(d.inode_bitmap * bs as u64, bs, "inode bitmap")?;
     if sb.has_metadata_csum() {
+        // EXT4_BG_INODE_BITMAP_CSUM_HI_END = 0x3C.
         let n = (sb.inodes_per_group / 8) as usize;
-        let mut computed = ext4_chksum(sb.csum_seed, &bits[..n]);
-        if sb.desc_size < 0x3C {
-            computed &= 0xFFFF;
-        }
+        let computed = bitmap_csum(sb.csum_seed, &bits, n, sb.desc_size, 0x3C);
         if computed != d.inode_bitmap_csum {
             return Err(ImageError::InodeBitmapChecksum {
                 group: g,

@@ -17,7 +17,7 @@ use super::{Image, ImageError, ImageStart};
 use crate::case::{Case, CommitPhase, Record};
 use crate::fs::clamp_goal;
 use crate::metrics::frag_pct::{fsperf_frag, FragPct};
-use crate::metrics::freefrag::{e2freefrag, FreeFrag, FreeFragOptions};
+use crate::metrics::freefrag::FreeFrag;
 use crate::metrics::FreeSpace;
 use crate::replay::{capture_tunables, request, CAPTURE_CPUS};
 
@@ -191,10 +191,6 @@ pub fn replay_on_image(
     }
     a.commit().map_err(alloc_err)?;
     let space = end_state(&a)?;
-    let opts = FreeFragOptions {
-        chunk_bytes: Vec::new(),
-        ..FreeFragOptions::default()
-    };
     Ok(ImageReplayReport {
         case: case.name.clone(),
         image: img.path().display().to_string(),
@@ -203,7 +199,7 @@ pub fn replay_on_image(
         free_before,
         free_after: a.free_blocks(),
         frag_pct: fsperf_frag(&space),
-        free_extents: e2freefrag(&space, &opts)?,
+        free_extents: super::view::free_extents(&space, None)?,
         mb_groups: a.mb_groups().map_err(alloc_err)?,
     })
 }

@@ -127,15 +127,7 @@ impl ImageView {
         if let Some(e) = self.first_error() {
             return Err(e.clone());
         }
-        let space = self.free_space()?;
-        let opts = FreeFragOptions {
-            chunk_bytes: Vec::new(),
-            ..FreeFragOptions::default()
-        };
-        let mut ff = e2freefrag(&space, &opts)?;
-        // e2freefrag divides by ext2fs_blocks_count, not by whole groups.
-        ff.total_blocks = self.blocks_count;
-        ff.free_pct = ff.free_blocks as f64 * 100.0 / self.blocks_count as f64;
+        let ff = free_extents(&self.free_space()?, Some(self.blocks_count))?;
         let text = format!(
             "Device: {device_name}\nBlocksize: {} bytes\n{}",
             self.block_size,
@@ -172,13 +164,7 @@ impl ImageView {
     /// fsperf frag_pct, the free-extent histogram and extents per file.
     pub fn frag_report(&self, img: &Image) -> Result<FragReport, ImageError> {
         let space = self.free_space()?;
-        let opts = FreeFragOptions {
-            chunk_bytes: Vec::new(),
-            ..FreeFragOptions::default()
-        };
-        let mut free_extents = e2freefrag(&space, &opts)?;
-        free_extents.total_blocks = self.blocks_count;
-        free_extents.free_pct = free_extents.free_blocks as f64 * 100.0 / self.blocks_count as f64;
+        let free_extents = free_extents(&space, Some(self.blocks_count))?;
         let scan = img.files()?;
         let files: Vec<Vec<FileExtent>> = scan
             .files
@@ -213,4 +199,22 @@ impl ImageView {
             file_errors: scan.errors.iter().map(ToString::to_string).collect(),
         })
     }
+}
+
+/// e2freefrag's figures without `-c`; with `blocks_count`, totals over the superblock's block
+/// count (e2freefrag divides by `ext2fs_blocks_count`, not by whole groups).
+pub(crate) fn free_extents(
+    space: &FreeSpace,
+    blocks_count: Option<u64>,
+) -> Result<FreeFrag, MetricsError> {
+    let opts = FreeFragOptions {
+        chunk_bytes: Vec::new(),
+        ..FreeFragOptions::default()
+    };
+    let mut ff = e2freefrag(space, &opts)?;
+    if let Some(n) = blocks_count {
+        ff.total_blocks = n;
+        ff.free_pct = ff.free_blocks as f64 * 100.0 / n as f64;
+    }
+    Ok(ff)
 }
