@@ -189,6 +189,9 @@ pub struct RunResult {
     pub settings: Vec<String>,
     pub threads: u32,
     pub fs_size: u64,
+    /// The ext4 image the run started from, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub seed: u64,
     pub elapsed_s: f64,
     /// Flat metrics with the design document's names.
