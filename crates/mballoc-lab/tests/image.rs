@@ -3,6 +3,7 @@
 //! dumpe2fs and debugfs (`scripts/image_fixtures.sh` made the images and the captures). The
 //! images are stored as gzip'd `e2image -r` output; nothing here mounts anything.
 
+use std::collections::HashSet;
 use std::io::Read as _;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -521,4 +522,61 @@ fn groups_command_prints_the_kernels_text_and_refuses_garbage() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not an ext4 file system"));
+}
+
+/// `imageappend` appends to the image's own files: each keeps its extents and inode number
+/// and grows by exactly the appended blocks, which never land on another image file, and
+/// appends aimed past a file's last extent hit their goal there.
+#[test]
+fn imageappend_grows_the_images_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = materialise(dir.path(), "a.img", bytes("frag4k"), &[]);
+    let img = open(&p);
+    let before = img.files().unwrap().files;
+    let out = mballoc_lab::workload::run_detailed(
+        &run_cfg(&p, "imageappend", &["ops=4"]),
+        &mballoc_lab::workload::NoProgress,
+    )
+    .unwrap();
+    assert_eq!(out.files.len(), before.len());
+    let image_blocks: HashSet<u64> = file_ranges(&img)
+        .into_iter()
+        .flat_map(|(s, n)| s..s + n)
+        .collect();
+    for (old, new) in before.iter().zip(&out.files) {
+        assert_eq!(old.ino, new.ino);
+        let old_blocks: u64 = old.extents.iter().map(|e| u64::from(e.len)).sum();
+        assert_eq!(new.map.blocks(), old_blocks + 4 * 16, "file {}", old.ino);
+        for e in &old.extents {
+            assert_eq!(
+                new.map
+                    .lookup(e.logical)
+                    .map(|m| m.physical + u64::from(e.logical - m.logical)),
+                Some(e.physical)
+            );
+        }
+        let own: HashSet<u64> = old
+            .extents
+            .iter()
+            .flat_map(|e| e.physical..e.physical + u64::from(e.len))
+            .collect();
+        let new_blocks = new
+            .map
+            .iter()
+            .flat_map(|m| m.physical..m.physical + u64::from(m.len))
+            .filter(|b| !own.contains(b));
+        for b in new_blocks {
+            assert!(
+                !image_blocks.contains(&b),
+                "file {} appended onto block {b}",
+                old.ino
+            );
+        }
+    }
+    let r = &out.result;
+    assert_eq!(
+        r.scalars["bytes_appended"],
+        (before.len() * 4 * 65536) as f64
+    );
+    assert!(r.scalars["mb_goal_hits"] > 0.0);
 }

@@ -115,6 +115,10 @@ static CATALOG: &[WorkloadInfo] = &[
         description: "W10 mb_optimize_scan test: no free 2 MiB run anywhere, then 3 runs of 10 x 2 MiB writes",
     },
     WorkloadInfo {
+        name: "imageappend",
+        description: "with --image: 64 KiB buffered appends + fsync to every regular file of the image (where do the next appends land?)",
+    },
+    WorkloadInfo {
         name: "appenders",
         description: "W11 Baokun fragmentation check: tasks append 4 KiB direct writes to private files",
     },
@@ -228,6 +232,7 @@ fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
         | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
         "fragscan" => (fragscan::run, &fragscan::SPEC),
         "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
+        "imageappend" => (streams::imageappend, &streams::SPEC_IMAGEAPPEND),
         "seed004" => (streams::seed004, &streams::SPEC_SEED004),
         "aging" => (aging::run, &aging::SPEC),
         _ => return None,
