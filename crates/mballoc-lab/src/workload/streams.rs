@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::error::LabError;
-use super::exec::{run_jobs, Job};
+use super::exec::{run_jobs, Job, JobsOutcome};
 use super::measure::Output;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
@@ -88,12 +88,7 @@ fn run_streams(
             }) as Box<dyn Job>
         })
         .collect();
-    progress.start(&cfg.workload, writers * count);
-    let t0 = Instant::now();
-    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
-    env.fs.commit()?;
-    progress.finish();
-    let elapsed = t0.elapsed().as_secs_f64();
+    let (done, elapsed) = run_timed(cfg, &env, jobs, writers * count, progress)?;
     let mut out = Output::new(done.rec, done.files, done.ops, writers as u32, elapsed);
     out.scalar("writers", writers as f64);
     out.scalar("bytes_written", (writers * count * bs) as f64);
@@ -174,12 +169,7 @@ pub fn imageappend(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Out
             }) as Box<dyn Job>
         })
         .collect();
-    progress.start(&cfg.workload, n * appends);
-    let t0 = Instant::now();
-    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
-    env.fs.commit()?;
-    progress.finish();
-    let elapsed = t0.elapsed().as_secs_f64();
+    let (done, elapsed) = run_timed(cfg, &env, jobs, n * appends, progress)?;
     let after: u64 = done.files.iter().map(extent_count).sum();
     let mut out = Output::new(done.rec, done.files, done.ops, n as u32, elapsed);
     out.scalar("appended_files", n as f64);
@@ -190,6 +180,22 @@ pub fn imageappend(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Out
         (after - before.min(after)) as f64 / n as f64,
     );
     Ok((env, out))
+}
+
+/// Runs `jobs` (`total` steps) to the end and commits; returns what they did and the seconds.
+fn run_timed(
+    cfg: &RunConfig,
+    env: &Env,
+    jobs: Vec<Box<dyn Job>>,
+    total: u64,
+    progress: &dyn Progress,
+) -> Result<(JobsOutcome, f64), LabError> {
+    progress.start(&cfg.workload, total);
+    let t0 = Instant::now();
+    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
+    env.fs.commit()?;
+    progress.finish();
+    Ok((done, t0.elapsed().as_secs_f64()))
 }
 
 /// filefrag's extent count of one file.
