@@ -19,6 +19,7 @@ fn cfg(workload: &str, fs_size: u64, settings: &[&str]) -> RunConfig {
         seed: 42,
         quick: true,
         load_cost_ns: 0,
+        image: None,
     }
 }
 
@@ -44,9 +45,44 @@ fn small(workload: &str) -> RunConfig {
         "fragscan" => (4 * GIB, &[]),
         "appenders" | "seed004" => (GIB, &["ops=64"]),
         "aging" => (256 * MIB, &[]),
+        "imageappend" => {
+            return RunConfig {
+                image: Some(mballoc_lab::workload::ImageRun {
+                    path: stored_image(),
+                    allow_mounted: false,
+                }),
+                ..cfg(workload, 0, &["ops=2"])
+            }
+        }
         other => panic!("no small configuration for {other}"),
     };
     cfg(workload, size, set)
+}
+
+/// The stored 96 MiB test image (4 KiB blocks, 40 files), decompressed once under the
+/// target's temporary folder, sparsely.
+fn stored_image() -> std::path::PathBuf {
+    use std::io::Read as _;
+    use std::os::unix::fs::FileExt as _;
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let gz = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/images/frag4k.raw.gz");
+        let mut img = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(gz).unwrap())
+            .read_to_end(&mut img)
+            .unwrap();
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads-frag4k.img");
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(img.len() as u64).unwrap();
+        for (i, chunk) in img.chunks(4096).enumerate() {
+            if chunk.iter().any(|&b| b != 0) {
+                f.write_all_at(chunk, i as u64 * 4096).unwrap();
+            }
+        }
+        path
+    })
+    .clone()
 }
 
 /// The metric names (docs/lab.md) that every run reports.

@@ -11,7 +11,6 @@ use super::emit::outln;
 use super::error::CliError;
 use super::outdir;
 use super::output::{json_line, sweep_table};
-use super::parse::fmt_size;
 use super::progress::Bar;
 use super::summary::summary;
 
@@ -93,7 +92,7 @@ pub fn comparison(ra: &RunResult, rb: &RunResult, la: &str, lb: &str) -> Compari
         ra.workload,
         ra.threads,
         if ra.threads == 1 { "" } else { "s" },
-        fmt_size(ra.fs_size),
+        super::output::fs_label(ra),
         ra.seed
     );
     let mut t = ComparisonTable::new(&title, la, lb).with_delta_label("diff");

@@ -115,6 +115,7 @@ pub fn finish(env: &Env, mut out: Output) -> Result<RunResult, LabError> {
         settings: env.cfg.settings.clone(),
         threads: env.cfg.threads,
         fs_size: env.fs_size,
+        image: env.cfg.image.as_ref().map(|i| i.path.display().to_string()),
         seed: env.cfg.seed,
         elapsed_s: out.elapsed_s,
         scalars: s,

@@ -119,6 +119,10 @@ static CATALOG: &[WorkloadInfo] = &[
         description: "W10 mb_optimize_scan test: no free 2 MiB run anywhere, then 3 runs of 10 x 2 MiB writes",
     },
     WorkloadInfo {
+        name: "imageappend",
+        description: "with --image: 64 KiB buffered appends + fsync to every regular file of the image (where do the next appends land?)",
+    },
+    WorkloadInfo {
         name: "appenders",
         description: "W11 Baokun fragmentation check: tasks append 4 KiB direct writes to private files",
     },
@@ -156,6 +160,17 @@ pub struct RunConfig {
     pub quick: bool,
     /// Busy time per bitmap load of the in-memory device, ns (seed 003).
     pub load_cost_ns: u64,
+    /// Start from this ext4 image's state instead of a fresh layout (`fs_size` is then the
+    /// image's).
+    pub image: Option<ImageRun>,
+}
+
+/// An ext4 image a run starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRun {
+    pub path: std::path::PathBuf,
+    /// Read it even while it is mounted read-write.
+    pub allow_mounted: bool,
 }
 
 /// Progress reporting hooks (a progress bar in the CLI).
@@ -182,6 +197,9 @@ pub struct RunResult {
     pub settings: Vec<String>,
     pub threads: u32,
     pub fs_size: u64,
+    /// The ext4 image the run started from, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub seed: u64,
     pub elapsed_s: f64,
     /// Flat metrics under the names docs/lab.md defines.
@@ -218,6 +236,7 @@ fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
         | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
         "fragscan" => (fragscan::run, &fragscan::SPEC),
         "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
+        "imageappend" => (streams::imageappend, &streams::SPEC_IMAGEAPPEND),
         "seed004" => (streams::seed004, &streams::SPEC_SEED004),
         "aging" => (aging::run, &aging::SPEC),
         _ => return None,

@@ -207,6 +207,7 @@ pub fn config(c: &Case, switch: &str, quick: bool) -> RunConfig {
         seed: 1,
         quick,
         load_cost_ns: c.load_cost_ns,
+        image: None,
     }
 }
 
