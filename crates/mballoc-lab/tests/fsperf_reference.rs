@@ -53,6 +53,7 @@ fn lab(test: &str, seed: u64) -> mballoc_lab::workload::RunResult {
         seed,
         quick: false,
         load_cost_ns: 0,
+        image: None,
     };
     run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test}: {e}"))
 }
