@@ -4,7 +4,8 @@
 //! ([`Store::read_bitmap`]), keeps its own in-memory buddy from then on, and at commit hands the
 //! store every change since the last commit ([`Store::commit`]). This mirrors ext4, where
 //! `ext4_read_block_bitmap` fills the buddy cache and jbd2 makes bitmap and descriptor updates
-//! atomic per transaction (design notes §3.13, §4.2–4.3).
+//! atomic per transaction (`ext4_mb_mark_diskspace_used`, deferred frees released by
+//! `ext4_free_data_in_buddy` after the commit).
 //!
 //! Two stores:
 //! * [`MemStore`]: in memory, with an optional per-load cost so lazy-load effects can be
