@@ -140,15 +140,3 @@ fn racing_writer_processes_never_both_lose_a_commit() {
     assert_eq!(used_blocks(&path), committed * u64::from(BLOCKS));
 }
 
-#[test]
-fn dropping_an_allocator_releases_the_store_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = new_store(dir.path());
-    for _ in 0..20 {
-        let a = Allocator::open_file(&path).unwrap();
-        a.allocate(&Request::new(1, 0, 1).with_goal(0)).unwrap();
-        drop(a);
-        // The prefetch readers hold the store too: they are joined by the drop.
-        drop(FileStore::open(&path).unwrap());
-    }
-}
