@@ -4,50 +4,18 @@
 //! images are stored as gzip'd `e2image -r` output; nothing here mounts anything.
 
 use std::collections::HashSet;
-use std::io::Read as _;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use mballoc_lab::image::{Image, ImageError, OpenOptions};
 
-const IMAGES: [&str; 3] = ["frag4k", "frag1k", "old4k"];
+mod image_support;
+use image_support::{bytes, data, materialise};
 
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/images")
-        .join(name)
-}
+const IMAGES: [&str; 3] = ["frag4k", "frag1k", "old4k"];
 
 fn text(name: &str) -> String {
     std::fs::read_to_string(data(name)).unwrap()
-}
-
-/// The image's bytes, decompressed.
-fn bytes(name: &str) -> Vec<u8> {
-    let gz = std::fs::File::open(data(&format!("{name}.raw.gz"))).unwrap();
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(gz)
-        .read_to_end(&mut out)
-        .unwrap();
-    out
-}
-
-/// Writes `img` to `dir/file` sparsely (all-zero blocks are holes: the images are mostly
-/// empty), with `flips` (byte offset, xor mask) applied, and returns the path.
-fn materialise(dir: &Path, file: &str, mut img: Vec<u8>, flips: &[(usize, u8)]) -> PathBuf {
-    for &(at, mask) in flips {
-        img[at] ^= mask;
-    }
-    let path = dir.join(file);
-    let f = std::fs::File::create(&path).unwrap();
-    f.set_len(img.len() as u64).unwrap();
-    for (i, chunk) in img.chunks(4096).enumerate() {
-        if chunk.iter().any(|&b| b != 0) {
-            f.write_all_at(chunk, i as u64 * 4096).unwrap();
-        }
-    }
-    path
 }
 
 /// `name`'s image with `flips` applied, written to `dir/file` and opened.

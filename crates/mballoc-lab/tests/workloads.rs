@@ -62,28 +62,20 @@ fn small(workload: &str) -> RunConfig {
 /// The stored 96 MiB test image (4 KiB blocks, 40 files), decompressed once under the
 /// target's temporary folder, sparsely.
 fn stored_image() -> std::path::PathBuf {
-    use std::io::Read as _;
-    use std::os::unix::fs::FileExt as _;
     static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let gz = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/images/frag4k.raw.gz");
-        let mut img = Vec::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(gz).unwrap())
-            .read_to_end(&mut img)
-            .unwrap();
-        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads-frag4k.img");
-        let f = std::fs::File::create(&path).unwrap();
-        f.set_len(img.len() as u64).unwrap();
-        for (i, chunk) in img.chunks(4096).enumerate() {
-            if chunk.iter().any(|&b| b != 0) {
-                f.write_all_at(chunk, i as u64 * 4096).unwrap();
-            }
-        }
-        path
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        image_support::materialise(
+            dir,
+            "workloads-frag4k.img",
+            image_support::bytes("frag4k"),
+            &[],
+        )
     })
     .clone()
 }
+
+mod image_support;
 
 /// The metric names (docs/lab.md) that every run reports.
 const NAMES: &[&str] = &[

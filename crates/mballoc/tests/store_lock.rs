@@ -139,4 +139,3 @@ fn racing_writer_processes_never_both_lose_a_commit() {
     println!("12 racing writers: {committed} committed, {refused} refused");
     assert_eq!(used_blocks(&path), committed * u64::from(BLOCKS));
 }
-
