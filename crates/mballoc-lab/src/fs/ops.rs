@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use mballoc::{Error, Extent, Flags, Request};
+use mballoc::{Allocation, Error, Extent, Flags, Request};
 
 use super::error::FsError;
 use super::file::File;
@@ -30,6 +30,16 @@ const DIRECT_MAX_REQUEST: u32 = 32768;
 const BLOCK_BITS: u32 = 12;
 /// ext4 logical blocks are 32-bit.
 const MAX_LOGICAL: u64 = u32::MAX as u64;
+
+/// What an allocation was for, to name in its error: the range `[logical, +wanted)` of file
+/// `ino`, `mapped` blocks of it done, the call at block `at`.
+struct Want {
+    ino: u64,
+    logical: u64,
+    wanted: u64,
+    mapped: u64,
+    at: u64,
+}
 
 /// How the requests of one operation are built.
 #[derive(Clone, Copy)]
@@ -256,49 +266,22 @@ impl Task<'_> {
                 f.size = f.size.max(n.min(u64::from(at) << BLOCK_BITS));
             }
             let req = self.request(f, at, len, flags);
-            let t = Instant::now();
-            let got = self.fs.alloc.allocate(&req);
-            let ns = t.elapsed().as_nanos() as u64;
-            match got {
-                Ok(a) => {
-                    let geo = *self.fs.alloc.geometry();
-                    self.rec.allocated(&geo, &req, &a, ns);
-                    // ext4_ext_find_goal for a new leaf sees the tree before the insert.
-                    let leaf_goal = f.map.find_goal(at);
-                    f.map
-                        .insert_as(at, a.extent.start, a.extent.len, mode.unwritten());
-                    if self.fs.extent_tree_blocks {
-                        self.grow_tree(f, at, leaf_goal, mode)?;
-                    }
-                    at += a.extent.len;
-                    retries = 0;
+            let want = Want {
+                ino: f.ino,
+                logical: u64::from(start),
+                wanted: u64::from(end - start),
+                mapped: u64::from(at - start),
+                at: u64::from(at),
+            };
+            if let Some(a) = self.attempt(&req, &mut retries, want)? {
+                // ext4_ext_find_goal for a new leaf sees the tree before the insert.
+                let leaf_goal = f.map.find_goal(at);
+                f.map
+                    .insert_as(at, a.extent.start, a.extent.len, mode.unwritten());
+                if self.fs.extent_tree_blocks {
+                    self.grow_tree(f, at, leaf_goal, mode)?;
                 }
-                Err(Error::NoSpace { free, pending, .. })
-                    if should_retry_alloc(free, pending, retries) =>
-                {
-                    if pending > 0 {
-                        self.rec.enospc_commits += 1;
-                        self.fs.journal.commit(&self.fs.alloc)?;
-                    }
-                    retries += 1;
-                }
-                Err(Error::NoSpace { free, pending, .. }) => {
-                    return Err(FsError::NoSpace {
-                        ino: f.ino,
-                        logical: u64::from(start),
-                        wanted: u64::from(end - start),
-                        mapped: u64::from(at - start),
-                        free,
-                        pending,
-                    })
-                }
-                Err(source) => {
-                    return Err(FsError::Allocator {
-                        ino: f.ino,
-                        logical: u64::from(at),
-                        source,
-                    })
-                }
+                at += a.extent.len;
             }
         }
         Ok(())
@@ -355,42 +338,62 @@ impl Task<'_> {
             .with_open_for_write(f.open);
         let mut retries = 0;
         loop {
-            let t = Instant::now();
-            let got = self.fs.alloc.allocate(&req);
-            let ns = t.elapsed().as_nanos() as u64;
-            match got {
-                Ok(a) => {
-                    self.rec.allocated(&geo, &req, &a, ns);
-                    self.rec.tree_blocks += 1;
-                    return Ok(a.extent.start);
-                }
-                Err(Error::NoSpace { free, pending, .. })
-                    if should_retry_alloc(free, pending, retries) =>
-                {
-                    if pending > 0 {
-                        self.rec.enospc_commits += 1;
-                        self.fs.journal.commit(&self.fs.alloc)?;
-                    }
-                    retries += 1;
-                }
-                Err(Error::NoSpace { free, pending, .. }) => {
-                    return Err(FsError::NoSpace {
-                        ino: f.ino,
-                        logical: u64::from(at),
-                        wanted: 1,
-                        mapped: 0,
-                        free,
-                        pending,
-                    })
-                }
-                Err(source) => {
-                    return Err(FsError::Allocator {
-                        ino: f.ino,
-                        logical: u64::from(at),
-                        source,
-                    })
-                }
+            let want = Want {
+                ino: f.ino,
+                logical: u64::from(at),
+                wanted: 1,
+                mapped: 0,
+                at: u64::from(at),
+            };
+            if let Some(a) = self.attempt(&req, &mut retries, want)? {
+                self.rec.tree_blocks += 1;
+                return Ok(a.extent.start);
             }
+        }
+    }
+
+    /// One allocator call, recorded: `Some` with its blocks, `None` when ENOSPC is to be
+    /// retried (`ext4_should_retry_alloc`; after a commit when frees wait for one), else the
+    /// error naming `want`. `retries` counts the tries since the last success.
+    fn attempt(
+        &mut self,
+        req: &Request,
+        retries: &mut u32,
+        want: Want,
+    ) -> Result<Option<Allocation>, FsError> {
+        let t = Instant::now();
+        let got = self.fs.alloc.allocate(req);
+        let ns = t.elapsed().as_nanos() as u64;
+        match got {
+            Ok(a) => {
+                let geo = *self.fs.alloc.geometry();
+                self.rec.allocated(&geo, req, &a, ns);
+                *retries = 0;
+                Ok(Some(a))
+            }
+            Err(Error::NoSpace { free, pending, .. })
+                if should_retry_alloc(free, pending, *retries) =>
+            {
+                if pending > 0 {
+                    self.rec.enospc_commits += 1;
+                    self.fs.journal.commit(&self.fs.alloc)?;
+                }
+                *retries += 1;
+                Ok(None)
+            }
+            Err(Error::NoSpace { free, pending, .. }) => Err(FsError::NoSpace {
+                ino: want.ino,
+                logical: want.logical,
+                wanted: want.wanted,
+                mapped: want.mapped,
+                free,
+                pending,
+            }),
+            Err(source) => Err(FsError::Allocator {
+                ino: want.ino,
+                logical: want.at,
+                source,
+            }),
         }
     }
 
