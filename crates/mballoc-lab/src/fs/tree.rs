@@ -6,8 +6,9 @@
 //! 340 extents with 4 KiB blocks (`ext4_ext_space_block`: (4096 − 12) / 12) and a full leaf
 //! gets a new one beside it (`ext4_ext_split`); when the root's 4 index slots hold 4 full
 //! leaves, the root moves into an index block (depth 1 → 2). Every such block is a 1-block,
-//! non-data request. The model assumes extents are added in logical order, the case of every
-//! lab workload (appends, holes filled front to back), so leaves fill one after the other.
+//! non-data request. The model assumes extents are added in logical order (appends, holes
+//! filled front to back, as the fsperf jobs do), so leaves fill one after the other; inserts
+//! in the middle of a full leaf, which split it where the new extent goes, are not followed.
 
 /// Extents (or index entries) the inode's `i_block` holds (`ext4_ext_space_root`).
 pub const ROOT_SLOTS: usize = 4;
