@@ -1,9 +1,10 @@
 //! A file's extent list: sorted logical → physical runs, as ext4's extent tree holds them.
 //!
-//! Physically and logically contiguous neighbours are merged (ext4 merges an inserted extent
-//! with its neighbours, `ext4_ext_try_to_merge`) up to [`MAX_RECORD`] blocks per record, so the
-//! record count is what FIEMAP would return and the goal rules see the same extents as the
-//! kernel.
+//! Physically and logically contiguous neighbours of the same kind are merged (ext4 merges an
+//! inserted extent with its neighbours, `ext4_ext_try_to_merge`, never an unwritten one with a
+//! written one) up to [`MAX_RECORD`] blocks per written record and [`MAX_UNWRITTEN_RECORD`] per
+//! unwritten one (`ext4_can_extents_be_merged`), so the record count is what the extent tree
+//! holds (and FIEMAP returns) and the goal rules see the same extents as the kernel.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,29 @@ use mballoc::Extent;
 
 /// Longest initialised extent record (`EXT_INIT_MAX_LEN`).
 pub const MAX_RECORD: u32 = 32768;
+/// Longest unwritten extent record (`EXT_UNWRITTEN_MAX_LEN`).
+pub const MAX_UNWRITTEN_RECORD: u32 = 32767;
+
+/// A record's physical start, length and whether it is unwritten (fallocated, never written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    physical: u64,
+    len: u32,
+    unwritten: bool,
+}
+
+impl Run {
+    /// `ext4_can_extents_be_merged` for `self` followed by `next` (both contiguous already):
+    /// same kind, and the sum within that kind's longest record.
+    fn can_absorb(&self, next: &Run) -> bool {
+        let max = if self.unwritten {
+            MAX_UNWRITTEN_RECORD
+        } else {
+            MAX_RECORD
+        };
+        self.unwritten == next.unwritten && self.len + next.len <= max
+    }
+}
 
 /// One mapped run: `logical`, `physical`, `len` in blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +58,8 @@ impl Mapping {
 /// The sorted, non-overlapping mapped runs of one file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExtentMap {
-    /// logical start → (physical start, len)
-    runs: BTreeMap<u32, (u64, u32)>,
+    /// logical start → record
+    runs: BTreeMap<u32, Run>,
     blocks: u64,
 }
 
@@ -60,13 +84,11 @@ impl ExtentMap {
 
     /// Records in logical order.
     pub fn iter(&self) -> impl Iterator<Item = Mapping> + '_ {
-        self.runs
-            .iter()
-            .map(|(&logical, &(physical, len))| Mapping {
-                logical,
-                physical,
-                len,
-            })
+        self.runs.iter().map(|(&logical, r)| Mapping {
+            logical,
+            physical: r.physical,
+            len: r.len,
+        })
     }
 
     /// The last record starting at or before `lblk` (ext4's binary search in a leaf).
@@ -74,10 +96,10 @@ impl ExtentMap {
         self.runs
             .range(..=lblk)
             .next_back()
-            .map(|(&logical, &(physical, len))| Mapping {
+            .map(|(&logical, r)| Mapping {
                 logical,
-                physical,
-                len,
+                physical: r.physical,
+                len: r.len,
             })
     }
 
@@ -87,10 +109,10 @@ impl ExtentMap {
         self.runs
             .range((Excluded(lblk), Unbounded))
             .next()
-            .map(|(&logical, &(physical, len))| Mapping {
+            .map(|(&logical, r)| Mapping {
                 logical,
-                physical,
-                len,
+                physical: r.physical,
+                len: r.len,
             })
     }
 
@@ -141,7 +163,8 @@ impl ExtentMap {
         if let Some(m) = self.at_or_before(lblk) {
             at = at.max(m.logical_end());
         }
-        for (&l, &(_, n)) in self.runs.range(lblk..) {
+        for (&l, r) in self.runs.range(lblk..) {
+            let n = r.len;
             if u64::from(l) >= end {
                 break;
             }
@@ -156,39 +179,45 @@ impl ExtentMap {
         out
     }
 
-    /// Maps `[logical, +len)` to `physical`. The range must be unmapped (the file layer only
-    /// fills holes); contiguous neighbours are merged up to [`MAX_RECORD`].
+    /// Maps `[logical, +len)` to `physical` as a written extent. The range must be unmapped
+    /// (the file layer only fills holes); contiguous neighbours are merged up to [`MAX_RECORD`].
     pub fn insert(&mut self, logical: u32, physical: u64, len: u32) {
+        self.insert_as(logical, physical, len, false);
+    }
+
+    /// Maps `[logical, +len)` to `physical`, unwritten (fallocate) or written; merges with the
+    /// contiguous neighbours of the same kind as `ext4_ext_try_to_merge` does.
+    pub fn insert_as(&mut self, logical: u32, physical: u64, len: u32, unwritten: bool) {
         debug_assert!(len > 0 && self.holes(logical, len) == vec![(logical, len)]);
         self.blocks += u64::from(len);
-        let mut m = Mapping {
-            logical,
+        let mut start = logical;
+        let mut run = Run {
             physical,
             len,
+            unwritten,
         };
-        if let Some(left) = self.at_or_before(logical) {
-            if left.logical_end() == u64::from(logical)
-                && left.physical_end() == physical
-                && left.len + len <= MAX_RECORD
-            {
-                self.runs.remove(&left.logical);
-                m = Mapping {
-                    logical: left.logical,
-                    physical: left.physical,
+        if let Some((&l, &left)) = self.runs.range(..=logical).next_back() {
+            let touches = u64::from(l) + u64::from(left.len) == u64::from(logical)
+                && left.physical + u64::from(left.len) == physical;
+            if touches && left.can_absorb(&run) {
+                self.runs.remove(&l);
+                start = l;
+                run = Run {
                     len: left.len + len,
+                    ..left
                 };
             }
         }
-        if let Some(right) = self.after(m.logical) {
-            if u64::from(right.logical) == m.logical_end()
-                && right.physical == m.physical_end()
-                && m.len + right.len <= MAX_RECORD
-            {
-                self.runs.remove(&right.logical);
-                m.len += right.len;
+        let end = u64::from(start) + u64::from(run.len);
+        if let Ok(end32) = u32::try_from(end) {
+            if let Some(&right) = self.runs.get(&end32) {
+                if right.physical == run.physical + u64::from(run.len) && run.can_absorb(&right) {
+                    self.runs.remove(&end32);
+                    run.len += right.len;
+                }
             }
         }
-        self.runs.insert(m.logical, (m.physical, m.len));
+        self.runs.insert(start, run);
     }
 
     /// Unmaps every block at or after `lblk`; returns the physical extents released.
@@ -197,14 +226,16 @@ impl ExtentMap {
         if let Some(m) = self.at_or_before(lblk) {
             if m.logical < lblk && m.logical_end() > u64::from(lblk) {
                 let keep = lblk - m.logical;
-                self.runs.insert(m.logical, (m.physical, keep));
+                if let Some(r) = self.runs.get_mut(&m.logical) {
+                    r.len = keep;
+                }
                 out.push(Extent::new(m.physical + u64::from(keep), m.len - keep));
             }
         }
         let tail: Vec<u32> = self.runs.range(lblk..).map(|(&l, _)| l).collect();
         for l in tail {
-            if let Some((p, n)) = self.runs.remove(&l) {
-                out.push(Extent::new(p, n));
+            if let Some(r) = self.runs.remove(&l) {
+                out.push(Extent::new(r.physical, r.len));
             }
         }
         self.blocks -= out.iter().map(|e| u64::from(e.len)).sum::<u64>();
@@ -246,6 +277,32 @@ mod tests {
     fn records_stop_at_ext_init_max_len() {
         let m = map(&[(0, 0, MAX_RECORD), (MAX_RECORD, u64::from(MAX_RECORD), 1)]);
         assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn unwritten_records_stop_at_32767_and_do_not_merge_with_written_ones() {
+        let mut m = ExtentMap::new();
+        m.insert_as(0, 0, MAX_UNWRITTEN_RECORD, true);
+        m.insert_as(
+            MAX_UNWRITTEN_RECORD,
+            u64::from(MAX_UNWRITTEN_RECORD),
+            1,
+            true,
+        );
+        assert_eq!(m.len(), 2, "EXT_UNWRITTEN_MAX_LEN");
+        let mut m = ExtentMap::new();
+        m.insert_as(0, 100, 4, true);
+        m.insert_as(4, 104, 4, false);
+        assert_eq!(m.len(), 2, "unwritten and written never merge");
+        m.insert_as(8, 108, 4, false);
+        m.insert_as(12, 112, 4, true);
+        assert_eq!(m.len(), 3);
+        // Filling a hole between two unwritten records of the same kind merges all three.
+        let mut m = ExtentMap::new();
+        m.insert_as(0, 10, 2, true);
+        m.insert_as(4, 14, 2, true);
+        m.insert_as(2, 12, 2, true);
+        assert_eq!(m.len(), 1);
     }
 
     #[test]

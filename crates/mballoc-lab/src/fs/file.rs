@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::extents::ExtentMap;
+use super::tree::ExtentTree;
 
 /// One file. Owned by the task that writes it; the allocator is shared.
 #[derive(Debug, Clone)]
@@ -12,6 +13,8 @@ pub struct File {
     pub ino: u64,
     /// Mapped blocks.
     pub map: ExtentMap,
+    /// The extent tree's own blocks (leaves, index blocks) once the map outgrows the inode.
+    pub tree: ExtentTree,
     /// `i_size` in bytes.
     pub size: u64,
     /// Open for write (`inode_is_open_for_write`): drives mballoc's group-or-file decision.
@@ -25,6 +28,7 @@ impl File {
         File {
             ino,
             map: ExtentMap::new(),
+            tree: ExtentTree::default(),
             size: 0,
             open: true,
             dirty: BTreeMap::new(),

@@ -12,6 +12,11 @@
 //!
 //! These match the kernel captures in `kernel-cases/` (flags 96/32 for fallocate,
 //! 9248 for writeback). Every request may return fewer blocks than asked; the layer loops.
+//!
+//! A file whose extents outgrow the inode's 4 slots also gets extent-tree blocks (see
+//! [`ExtentTree`]): 1-block requests without `HINT_DATA` (no normalisation, no preallocation),
+//! made right after the data request that added the extent, as `ext4_ext_insert_extent` does,
+//! and freed by truncate and unlink. [`Fs::set_extent_tree_blocks`] turns them off.
 
 mod error;
 mod extents;
@@ -20,6 +25,7 @@ mod goal;
 mod journal;
 mod ops;
 mod recorder;
+mod tree;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,12 +33,13 @@ use std::sync::Arc;
 use mballoc::Allocator;
 
 pub use error::FsError;
-pub use extents::{ExtentMap, Mapping, MAX_RECORD};
+pub use extents::{ExtentMap, Mapping, MAX_RECORD, MAX_UNWRITTEN_RECORD};
 pub use file::File;
 pub use goal::{clamp_goal, inode_goal, inode_group, FIRST_FILE_INO};
 pub use journal::{Journal, DEFAULT_COMMIT_OPS};
 pub use ops::{FALLOC_MAX_REQUEST, WRITEBACK_MAX_REQUEST};
 pub use recorder::Recorder;
+pub use tree::{ExtentTree, Need, BLOCK_SLOTS, ROOT_SLOTS};
 
 /// A mounted file system: the shared allocator, inode numbering and the journal.
 pub struct Fs {
@@ -40,6 +47,8 @@ pub struct Fs {
     inodes_per_group: u32,
     next_ino: AtomicU64,
     journal: Journal,
+    /// Whether files allocate extent-tree blocks (see [`ExtentTree`]).
+    extent_tree_blocks: bool,
 }
 
 impl Fs {
@@ -55,7 +64,17 @@ impl Fs {
             inodes_per_group: inodes_per_group.max(1),
             next_ino: AtomicU64::new(FIRST_FILE_INO),
             journal: Journal::new(commit_every)?,
+            extent_tree_blocks: true,
         })
+    }
+
+    /// Models (the default) or leaves out the extent tree's own blocks.
+    pub fn set_extent_tree_blocks(&mut self, on: bool) {
+        self.extent_tree_blocks = on;
+    }
+
+    pub fn extent_tree_blocks(&self) -> bool {
+        self.extent_tree_blocks
     }
 
     pub fn allocator(&self) -> &Allocator {
@@ -100,6 +119,7 @@ impl Fs {
             inodes_per_group: self.inodes_per_group,
             next_ino: AtomicU64::new(self.next_ino()),
             journal: Journal::new(self.journal.every()).expect("interval already validated"),
+            extent_tree_blocks: self.extent_tree_blocks,
         }
     }
 

@@ -3,11 +3,12 @@
 
 use std::time::Instant;
 
-use mballoc::{Error, Extent, Flags, Request};
+use mballoc::{Allocation, Error, Extent, Flags, Request};
 
 use super::error::FsError;
 use super::file::File;
 use super::goal::{clamp_goal, inode_goal};
+use super::tree::Need;
 use super::Task;
 
 /// Longest fallocate request (`EXT_UNWRITTEN_MAX_LEN`), and the range length up to which
@@ -30,6 +31,16 @@ const BLOCK_BITS: u32 = 12;
 /// ext4 logical blocks are 32-bit.
 const MAX_LOGICAL: u64 = u32::MAX as u64;
 
+/// What an allocation was for, to name in its error: the range `[logical, +wanted)` of file
+/// `ino`, `mapped` blocks of it done, the call at block `at`.
+struct Want {
+    ino: u64,
+    logical: u64,
+    wanted: u64,
+    mapped: u64,
+    at: u64,
+}
+
 /// How the requests of one operation are built.
 #[derive(Clone, Copy)]
 enum Mode {
@@ -42,6 +53,21 @@ enum Mode {
 }
 
 impl Mode {
+    /// Fallocate maps unwritten extents (`EXT4_GET_BLOCKS_CREATE_UNWRIT_EXT`).
+    fn unwritten(self) -> bool {
+        matches!(self, Mode::Fallocate { .. })
+    }
+
+    /// Flags of the tree-block requests `ext4_ext_insert_extent` makes: writeback's
+    /// `EXT4_GET_BLOCKS_DELALLOC_RESERVE` gives `DELALLOC_RESERVED` and its
+    /// `METADATA_NOFAIL` gives `USE_RESERVED`; never `HINT_DATA`.
+    fn tree_flags(self) -> Flags {
+        match self {
+            Mode::Writeback => Flags::DELALLOC_RESERVED | Flags::USE_RESERVED,
+            Mode::Fallocate { .. } | Mode::Direct => Flags::default(),
+        }
+    }
+
     fn cap(self) -> u32 {
         match self {
             Mode::Fallocate { .. } => FALLOC_MAX_REQUEST,
@@ -162,7 +188,13 @@ impl Task<'_> {
         let keep = new_size.div_ceil(1 << BLOCK_BITS).min(MAX_LOGICAL) as u32;
         self.fs.alloc.discard_preallocations(f.ino);
         f.drop_dirty_from(keep);
-        let freed = f.map.truncate(keep);
+        let mut freed = f.map.truncate(keep);
+        freed.extend(
+            f.tree
+                .shrink(f.map.len())
+                .into_iter()
+                .map(|b| Extent::new(b, 1)),
+        );
         f.size = new_size;
         let result = self.free_extents(f.ino, &freed);
         self.fs.journal.tick(&self.fs.alloc)?;
@@ -234,46 +266,135 @@ impl Task<'_> {
                 f.size = f.size.max(n.min(u64::from(at) << BLOCK_BITS));
             }
             let req = self.request(f, at, len, flags);
-            let t = Instant::now();
-            let got = self.fs.alloc.allocate(&req);
-            let ns = t.elapsed().as_nanos() as u64;
-            match got {
-                Ok(a) => {
-                    let geo = *self.fs.alloc.geometry();
-                    self.rec.allocated(&geo, &req, &a, ns);
-                    f.map.insert(at, a.extent.start, a.extent.len);
-                    at += a.extent.len;
-                    retries = 0;
+            let want = Want {
+                ino: f.ino,
+                logical: u64::from(start),
+                wanted: u64::from(end - start),
+                mapped: u64::from(at - start),
+                at: u64::from(at),
+            };
+            if let Some(a) = self.attempt(&req, &mut retries, want)? {
+                // ext4_ext_find_goal for a new leaf sees the tree before the insert.
+                let leaf_goal = f.map.find_goal(at);
+                f.map
+                    .insert_as(at, a.extent.start, a.extent.len, mode.unwritten());
+                if self.fs.extent_tree_blocks {
+                    self.grow_tree(f, at, leaf_goal, mode)?;
                 }
-                Err(Error::NoSpace { free, pending, .. })
-                    if should_retry_alloc(free, pending, retries) =>
-                {
-                    if pending > 0 {
-                        self.rec.enospc_commits += 1;
-                        self.fs.journal.commit(&self.fs.alloc)?;
-                    }
-                    retries += 1;
-                }
-                Err(Error::NoSpace { free, pending, .. }) => {
-                    return Err(FsError::NoSpace {
-                        ino: f.ino,
-                        logical: u64::from(start),
-                        wanted: u64::from(end - start),
-                        mapped: u64::from(at - start),
-                        free,
-                        pending,
-                    })
-                }
-                Err(source) => {
-                    return Err(FsError::Allocator {
-                        ino: f.ino,
-                        logical: u64::from(at),
-                        source,
-                    })
-                }
+                at += a.extent.len;
             }
         }
         Ok(())
+    }
+
+    /// `ext4_ext_insert_extent` after inserting at `at`: the tree blocks the new extent count
+    /// needs (`ext4_ext_create_new_leaf`), then `ext4_ext_try_to_merge_up`.
+    fn grow_tree(
+        &mut self,
+        f: &mut File,
+        at: u32,
+        leaf_goal: Option<u64>,
+        mode: Mode,
+    ) -> Result<(), FsError> {
+        let geo = *self.fs.alloc.geometry();
+        let n = f.map.len();
+        let home = inode_goal(&geo, f.ino, self.fs.inodes_per_group);
+        while let Some(need) = f.tree.need(n) {
+            let (goal, flags) = match need {
+                // ext4_ext_grow_indepth at depth 0: the goal is ext4_inode_to_goal_block.
+                Need::FirstLeaf => (home, mode.tree_flags()),
+                // ext4_ext_grow_indepth at depth 1: just before the first leaf.
+                Need::Index { first_leaf } if first_leaf > geo.first_data_block() => {
+                    (first_leaf - 1, mode.tree_flags() | Flags::HINT_TRY_GOAL)
+                }
+                Need::Index { .. } => (home, mode.tree_flags()),
+                // ext4_ext_new_meta_block: ext4_ext_find_goal on the path to `at`.
+                Need::Leaf => (leaf_goal.unwrap_or(home), mode.tree_flags()),
+            };
+            let block = self.allocate_tree_block(f, at, goal, flags)?;
+            f.tree.add(need, block);
+        }
+        if let Some(b) = f.tree.merge_up(n) {
+            self.free_extents(f.ino, &[Extent::new(b, 1)])?;
+        }
+        Ok(())
+    }
+
+    /// One tree block (`ext4_new_meta_blocks`: one block, logical 0, no neighbours), retried
+    /// after a commit like data.
+    fn allocate_tree_block(
+        &mut self,
+        f: &File,
+        at: u32,
+        goal: u64,
+        flags: Flags,
+    ) -> Result<u64, FsError> {
+        let geo = *self.fs.alloc.geometry();
+        let req = Request::new(f.ino, 0, 1)
+            .with_goal(clamp_goal(&geo, goal))
+            .with_flags(flags)
+            .with_i_size(f.size)
+            .with_cpu(self.cpu)
+            .with_open_for_write(f.open);
+        let mut retries = 0;
+        loop {
+            let want = Want {
+                ino: f.ino,
+                logical: u64::from(at),
+                wanted: 1,
+                mapped: 0,
+                at: u64::from(at),
+            };
+            if let Some(a) = self.attempt(&req, &mut retries, want)? {
+                self.rec.tree_blocks += 1;
+                return Ok(a.extent.start);
+            }
+        }
+    }
+
+    /// One allocator call, recorded: `Some` with its blocks, `None` when ENOSPC is to be
+    /// retried (`ext4_should_retry_alloc`; after a commit when frees wait for one), else the
+    /// error naming `want`. `retries` counts the tries since the last success.
+    fn attempt(
+        &mut self,
+        req: &Request,
+        retries: &mut u32,
+        want: Want,
+    ) -> Result<Option<Allocation>, FsError> {
+        let t = Instant::now();
+        let got = self.fs.alloc.allocate(req);
+        let ns = t.elapsed().as_nanos() as u64;
+        match got {
+            Ok(a) => {
+                let geo = *self.fs.alloc.geometry();
+                self.rec.allocated(&geo, req, &a, ns);
+                *retries = 0;
+                Ok(Some(a))
+            }
+            Err(Error::NoSpace { free, pending, .. })
+                if should_retry_alloc(free, pending, *retries) =>
+            {
+                if pending > 0 {
+                    self.rec.enospc_commits += 1;
+                    self.fs.journal.commit(&self.fs.alloc)?;
+                }
+                *retries += 1;
+                Ok(None)
+            }
+            Err(Error::NoSpace { free, pending, .. }) => Err(FsError::NoSpace {
+                ino: want.ino,
+                logical: want.logical,
+                wanted: want.wanted,
+                mapped: want.mapped,
+                free,
+                pending,
+            }),
+            Err(source) => Err(FsError::Allocator {
+                ino: want.ino,
+                logical: want.at,
+                source,
+            }),
+        }
     }
 
     /// The request for `[at, +len)` of `f`: goal from the extent list or the inode's group,

@@ -22,6 +22,8 @@ pub struct Recorder {
     pub blocks_freed: u64,
     /// Commits forced by ENOSPC before a retry.
     pub enospc_commits: u64,
+    /// Extent-tree blocks allocated (leaves and index blocks).
+    pub tree_blocks: u64,
     /// Requests answered from a preallocation.
     pub prealloc_hits: u64,
     /// Groups whose on-disk bitmap this task changed.
@@ -78,6 +80,7 @@ impl Recorder {
         self.blocks_freed += other.blocks_freed;
         self.enospc_commits += other.enospc_commits;
         self.prealloc_hits += other.prealloc_hits;
+        self.tree_blocks += other.tree_blocks;
         self.touched.extend(other.touched);
         if let (Some(mine), Some(theirs)) = (&mut self.log, other.log) {
             mine.extend(theirs);

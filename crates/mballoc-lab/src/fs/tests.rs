@@ -275,3 +275,83 @@ fn fallocate3_rounds_follow_the_kernel_capture() {
         vec![8743, 33281, 65536, 98817, 131072, 164353, 196608, 229889]
     );
 }
+
+/// Fallocates one block at every other logical block, `n` times: `n` extents, as no two are
+/// logically contiguous.
+fn every_other_block(t: &mut Task, f: &mut File, n: u64) {
+    for k in 0..n {
+        t.fallocate(f, 2 * k * 4096, 4096, true).unwrap();
+    }
+}
+
+#[test]
+fn the_fifth_extent_allocates_a_leaf_at_the_inode_goal() {
+    let fs = fresh(4 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    every_other_block(&mut t, &mut f, 4);
+    assert_eq!((f.map.len(), f.tree.depth(), t.rec.tree_blocks), (4, 0, 0));
+    every_other_block(&mut t, &mut f, 5);
+    assert_eq!((f.map.len(), f.tree.depth(), t.rec.tree_blocks), (5, 1, 1));
+    let l = log(&t);
+    // Without HINT_TRY_GOAL a 1-block request takes group 1's first free block (33281 for
+    // the first, after the reserved GDT blocks), so the data packs: lblk 2k at 33281 + k.
+    let (data, got) = &l[l.len() - 2];
+    assert_eq!((data.logical, data.goal, got.start), (8, 33284 + 2, 33285));
+    // ext4_ext_grow_indepth: one block at ext4_inode_to_goal_block (group 1's first block),
+    // not a data request, right after the data that needed it.
+    let (leaf, got) = &l[l.len() - 1];
+    assert_eq!((leaf.len, leaf.goal, leaf.logical), (1, 32768, 0));
+    assert!(!leaf.flags.contains(Flags::HINT_DATA));
+    assert_eq!(*got, Extent::new(33286, 1));
+    assert_eq!(f.tree.blocks().collect::<Vec<_>>(), [33286]);
+}
+
+#[test]
+fn unlink_frees_the_leaf() {
+    let fs = fresh(4 << 30, 1000);
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    every_other_block(&mut t, &mut f, 5);
+    fs.commit().unwrap();
+    let a = fs.allocator();
+    let free_before = a.free_blocks();
+    t.unlink(f).unwrap();
+    fs.commit().unwrap();
+    assert_eq!(a.free_blocks(), free_before + 5 + 1);
+    assert_eq!(t.rec.blocks_freed, 6);
+}
+
+#[test]
+fn the_341st_extent_gets_a_second_leaf_near_its_data() {
+    let fs = fresh(4 << 30, 1000);
+    let mut t = fs.task(0);
+    t.rec = Recorder::logging();
+    let mut f = fs.create();
+    every_other_block(&mut t, &mut f, 341);
+    assert_eq!((f.map.len(), t.rec.tree_blocks), (341, 2));
+    let l = log(&t);
+    // ext4_ext_new_meta_block: ext4_ext_find_goal on the path to block 680 before the
+    // insert, i.e. the record at 678 continued by 2: the data request's goal too.
+    let (data, _) = &l[l.len() - 2];
+    let (leaf, _) = &l[l.len() - 1];
+    let at_678 = f.map.lookup(678).unwrap().physical;
+    assert_eq!((data.logical, data.goal), (680, at_678 + 2));
+    assert_eq!((leaf.len, leaf.goal), (1, at_678 + 2));
+    assert!(!leaf.flags.contains(Flags::HINT_TRY_GOAL) && !leaf.flags.contains(Flags::HINT_DATA));
+    // Truncating back to 340 extents frees the second leaf, not the first.
+    t.truncate(&mut f, 679 * 4096).unwrap();
+    assert_eq!((f.map.len(), f.tree.blocks().count()), (340, 1));
+    assert_eq!(t.rec.blocks_freed, 2);
+}
+
+#[test]
+fn extent_tree_blocks_can_be_left_out() {
+    let mut fs = fresh(4 << 30, 1000);
+    fs.set_extent_tree_blocks(false);
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    every_other_block(&mut t, &mut f, 5);
+    assert_eq!((f.map.len(), f.tree.depth(), t.rec.tree_blocks), (5, 0, 0));
+}

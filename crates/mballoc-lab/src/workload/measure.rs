@@ -338,6 +338,7 @@ fn call_metrics(
     s.insert("blocks_allocated".into(), out.rec.blocks_allocated as f64);
     s.insert("blocks_freed".into(), out.rec.blocks_freed as f64);
     s.insert("enospc_commits".into(), out.rec.enospc_commits as f64);
+    s.insert("tree_blocks".into(), out.rec.tree_blocks as f64);
     s.insert("ops".into(), out.ops as f64);
     let tasks = f64::from(out.tasks.max(1));
     match &out.throughput {

@@ -79,6 +79,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "lazy",
         "1: leave group bitmaps unread until needed (default: on for big fs and cold-mount workloads)",
     ),
+    (
+        "extent_tree",
+        "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

@@ -18,6 +18,8 @@ pub struct LabSettings {
     pub lazy: Option<bool>,
     /// Volume scale of the fsperf job files (1 = as published).
     pub scale: Option<f64>,
+    /// Whether files allocate extent-tree blocks (on unless `extent_tree=0`).
+    pub extent_tree: bool,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -34,6 +36,7 @@ impl Default for LabSettings {
             cpus: None,
             lazy: None,
             scale: None,
+            extent_tree: true,
             tunables: Vec::new(),
         }
     }
@@ -57,6 +60,14 @@ fn seconds(name: &str, v: &str) -> Result<f64, LabError> {
         return Err(LabError::bad(name, v, "must be in (0, 86400] seconds"));
     }
     Ok(x)
+}
+
+fn switch(name: &str, v: &str) -> Result<bool, LabError> {
+    match v {
+        "1" | "on" | "true" => Ok(true),
+        "0" | "off" | "false" => Ok(false),
+        _ => Err(LabError::bad(name, v, "0 or 1")),
+    }
 }
 
 fn count(name: &str, v: &str) -> Result<u64, LabError> {
@@ -98,13 +109,8 @@ impl LabSettings {
                     }
                     s.scale = Some(x);
                 }
-                "lazy" => {
-                    s.lazy = Some(match v {
-                        "1" | "on" | "true" => true,
-                        "0" | "off" | "false" => false,
-                        _ => return Err(LabError::bad(name, v, "0 or 1")),
-                    })
-                }
+                "lazy" => s.lazy = Some(switch(name, v)?),
+                "extent_tree" => s.extent_tree = switch(name, v)?,
                 _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
                 _ => {
                     return Err(LabError::UnknownSetting {

@@ -144,7 +144,8 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
     };
     let dev = device(&geo, &base_used, &block_uninit, cfg.load_cost_ns)?;
     let alloc = allocator(cfg, &lab, geo, cpus, Box::new(dev), lazy)?;
-    let fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
+    let mut fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
+    fs.set_extent_tree_blocks(lab.extent_tree);
     let mut env = Env {
         meta_used,
         cfg: cfg.clone(),
@@ -214,7 +215,8 @@ fn from_image(cfg: &RunConfig, lab: LabSettings, run: &ImageRun) -> Result<Env, 
     // ext4 reads no bitmap at mount.
     let lazy = lab.lazy.unwrap_or(true);
     let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy)?;
-    let fs = Fs::new(Arc::new(alloc), start.inodes_per_group, lab.commit_ops)?;
+    let mut fs = Fs::new(Arc::new(alloc), start.inodes_per_group, lab.commit_ops)?;
+    fs.set_extent_tree_blocks(lab.extent_tree);
     let files = start
         .files
         .iter()
