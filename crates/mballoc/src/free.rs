@@ -224,7 +224,8 @@ impl Allocator {
         let tid = self.make_durable(None)?;
         self.release_committed(tid);
         self.committed.store(tid, Ordering::Relaxed);
-
+        // Waiters whose transaction this closed may go now, before the lock is let go.
+        self.wake_commit_waiters();
         Ok(tid)
     }
 
@@ -590,7 +591,9 @@ mod tests {
             let closed = a.commit_locked(want).unwrap();
             assert_eq!(closed, want);
             let got = result.recv_timeout(Duration::from_secs(10));
+            // Let a waiter still asleep go, so that a failure is reported, not a hang.
             drop(serial);
+            a.wake_commit_waiters();
             assert_eq!(
                 got.expect("the waiter did not return while the commit lock was held")
                     .unwrap(),
