@@ -196,7 +196,8 @@ impl Allocator {
     /// ENOSPC retry fails with every free block waiting for a commit.
     fn commit_from(&self, want: u64) -> Result<u64, Error> {
         loop {
-            let done = self.committed.load(Ordering::Relaxed);
+            // Acquire: pairs with the commit's Release store, after its release of the frees.
+            let done = self.committed.load(Ordering::Acquire);
             if done >= want {
                 // Group commit: the commit we waited for closed our transaction, so it
                 // carried our changes (they were journaled and listed before it closed, or
@@ -223,7 +224,7 @@ impl Allocator {
         }
         let tid = self.make_durable(None)?;
         self.release_committed(tid);
-        self.committed.store(tid, Ordering::Relaxed);
+        self.committed.store(tid, Ordering::Release);
         // Waiters whose transaction this closed may go now, before the lock is let go.
         self.wake_commit_waiters();
         Ok(tid)
@@ -235,7 +236,7 @@ impl Allocator {
     fn wait_for_commit(&self, want: u64) {
         let (lock, cv) = &*self.commit_done;
         let mut g = lock.lock();
-        while self.committed.load(Ordering::Relaxed) < want && self.committing.is_locked() {
+        while self.committed.load(Ordering::Acquire) < want && self.committing.is_locked() {
             g = cv.wait(g);
         }
     }
@@ -253,7 +254,7 @@ impl Allocator {
         let serial = self.committing.lock();
         let result = self.make_durable(Some(tid)).map(|_| {
             self.release_committed(tid);
-            self.committed.fetch_max(tid, Ordering::Relaxed);
+            self.committed.fetch_max(tid, Ordering::Release);
         });
         drop(serial);
         self.wake_commit_waiters();
