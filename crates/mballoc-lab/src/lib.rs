@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod case;
 pub mod fs;
+pub mod image;
 pub mod metrics;
 pub mod mkfs;
 pub mod replay;

@@ -7,7 +7,9 @@ mod store_cli;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use cli::args::{CompareArgs, GroupsArgs, ReplayArgs, ReproduceArgs, RunArgs};
+use cli::args::{
+    CompareArgs, FragArgs, FreefragArgs, GroupsArgs, ReplayArgs, ReproduceArgs, RunArgs,
+};
 use cli::CliError;
 use mballoc_lab::bench;
 
@@ -29,8 +31,12 @@ enum Cmd {
     Reproduce(ReproduceArgs),
     /// Workloads, metrics, policies and tunables, one line each.
     List,
-    /// Print the mb_groups dump of a fresh in-memory filesystem.
+    /// Print the mb_groups dump of a fresh in-memory filesystem, or of an ext4 image.
     Groups(GroupsArgs),
+    /// Print what e2freefrag prints for an ext4 image.
+    Freefrag(FreefragArgs),
+    /// Fragmentation of an ext4 image: frag_pct per group, free extents, extents per file.
+    Frag(FragArgs),
     /// Replay kernel captures and compare every placement with the kernel's.
     Replay(ReplayArgs),
     /// Benchmarks: churn against peer allocators, thread scaling, a huge aged filesystem.
@@ -93,6 +99,8 @@ fn dispatch(cmd: Cmd) -> Result<(), CliError> {
         Cmd::Reproduce(a) => cli::reproduce::cmd_reproduce(&a),
         Cmd::List => cli::emit::out(&cli::list::render()),
         Cmd::Groups(a) => cli::replay::cmd_groups(&a),
+        Cmd::Freefrag(a) => cli::image::cmd_freefrag(&a),
+        Cmd::Frag(a) => cli::image::cmd_frag(&a),
         Cmd::Replay(a) => cli::replay::cmd_replay(&a),
         Cmd::Bench(a) => cmd_bench(a),
         Cmd::Mkstore(a) => store_cli::mkstore(&a).map_err(CliError::Other),

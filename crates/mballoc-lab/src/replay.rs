@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::case::{self, AllocRecord, AllocSource, Case, CaseError, CommitPhase, Record};
 
 /// Possible CPUs of the capture machine (kernel-cases/CAPTURES.md: 2 possible CPUs).
-const CAPTURE_CPUS: u32 = 2;
+pub const CAPTURE_CPUS: u32 = 2;
 
 /// One allocation whose answer differs from the kernel's.
 #[derive(Debug, Clone, Serialize)]
@@ -198,15 +198,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         init.flex_bg_size.max(1),
     )
     .map_err(setup)?;
-    let mut t = Tunables::for_geometry(&geo, CAPTURE_CPUS);
-    for (name, value) in &case.meta.mballoc_tunables {
-        t.set(name, &value.to_string(), &geo).map_err(setup)?;
-    }
-    t.mb_optimize_scan = case.meta.optimize_scan;
-    // The RAID stripe is not in sysfs: take it from the options the kernel reported.
-    if let Some(stripe) = case.meta.mount_option("stripe") {
-        t.set("stripe", stripe, &geo).map_err(setup)?;
-    }
+    let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
         .map_err(setup)?;
@@ -223,9 +215,23 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         .map_err(setup)
 }
 
+/// The tunables the capture's kernel ran with, for geometry `geo`.
+pub fn capture_tunables(case: &Case, geo: &Geometry) -> Result<Tunables, Error> {
+    let mut t = Tunables::for_geometry(geo, CAPTURE_CPUS);
+    for (name, value) in &case.meta.mballoc_tunables {
+        t.set(name, &value.to_string(), geo)?;
+    }
+    t.mb_optimize_scan = case.meta.optimize_scan;
+    // The RAID stripe is not in sysfs: take it from the options the kernel reported.
+    if let Some(stripe) = case.meta.mount_option("stripe") {
+        t.set("stripe", stripe, geo)?;
+    }
+    Ok(t)
+}
+
 /// The request of record `r`; `extents`: the file is extent-mapped (on a filesystem made
 /// without the `extent` feature every file is indirect-mapped).
-fn request(r: &AllocRecord, extents: bool) -> Request {
+pub fn request(r: &AllocRecord, extents: bool) -> Request {
     Request {
         owner: r.ino,
         logical: r.lblk as u32,

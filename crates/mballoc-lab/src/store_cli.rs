@@ -4,14 +4,18 @@
 //!
 //! `info` reads only the superblock and the descriptors (what opening a store costs), so it
 //! is instant even on a 16 TiB store; `fsck` reads every bitmap, recomputes every checksum and
-//! free count, and opens the device read-only so it can be run on a store it suspects.
+//! free count. Both open the store read-only under a shared lock: they never write (a log
+//! record not yet applied is replayed in memory only), work on a file the user may only read,
+//! and refuse a store a writer has open rather than read it half-way through a commit.
 
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
-use mballoc::store::{verify_device, FileDevice, FileStore, FileStoreOptions, GroupFlags, Store};
+use mballoc::store::{
+    verify_device, FileDevice, FileStore, FileStoreOptions, GroupFlags, OpenOptions, Store,
+};
 use mballoc::Geometry;
 
 /// Groups per flex group: what mkfs.ext4 picks, and only a placement hint here.
@@ -42,12 +46,38 @@ pub struct InfoArgs {
     /// Also print one line per group.
     #[arg(long)]
     pub groups: bool,
+    /// If a writer has the store open, wait up to this many seconds for it to close it
+    /// (default: fail at once).
+    #[arg(long, value_name = "SECONDS")]
+    pub wait: Option<f64>,
 }
 
 #[derive(Args)]
 pub struct FsckArgs {
     /// The store file.
     pub path: PathBuf,
+    /// If a writer has the store open, wait up to this many seconds for it to close it
+    /// (default: fail at once).
+    #[arg(long, value_name = "SECONDS")]
+    pub wait: Option<f64>,
+}
+
+/// `e`, led by the store's path unless it already names it.
+fn named(path: &std::path::Path, e: &mballoc::store::StoreError) -> String {
+    let (p, msg) = (path.display().to_string(), e.to_string());
+    if msg.contains(&p) {
+        msg
+    } else {
+        format!("{p}: {msg}")
+    }
+}
+
+/// Read-only, waiting `wait` seconds for a writer's lock.
+fn read_only(wait: Option<f64>) -> Result<OpenOptions, String> {
+    let wait = wait
+        .map(|w| Duration::try_from_secs_f64(w).map_err(|e| format!("--wait {w}: {e}")))
+        .transpose()?;
+    Ok(OpenOptions::read_only().wait(wait))
 }
 
 /// Parses `4096`, `4K`, `1T`, `16TiB` (binary units).
@@ -90,18 +120,38 @@ fn human(bytes: u64) -> String {
 
 /// The geometry `mkstore` gives `size` bytes of `block_size`-byte blocks: full bitmaps of
 /// `8 * block_size` blocks per group, and (as ext4) block 0 reserved with 1 KiB blocks.
+/// Errors name the argument at fault (`--size` or `--block-size`).
 pub fn geometry_for(size: u64, block_size: u64) -> Result<Geometry, String> {
-    let bs = u32::try_from(block_size).map_err(|_| format!("block size {block_size} too large"))?;
+    let bs =
+        u32::try_from(block_size).map_err(|_| format!("--block-size {block_size}: too large"))?;
     let blocks = size / block_size.max(1);
     let first = u64::from(bs == 1024);
-    Geometry::new(bs, bs.saturating_mul(8), blocks, first, FLEX_BG).map_err(|e| e.to_string())
+    Geometry::new(bs, bs.saturating_mul(8), blocks, first, FLEX_BG).map_err(|e| match e {
+        mballoc::Error::InvalidGeometry {
+            field: "block_size" | "blocks_per_group" | "first_data_block",
+            ..
+        } => format!("--block-size {block_size}: {e}"),
+        e => format!("--size {size}: {e}"),
+    })
+}
+
+/// Parses the value of `flag`, naming it in the error.
+fn size_arg(flag: &str, value: &str) -> Result<u64, String> {
+    parse_size(value).map_err(|e| format!("{flag}: {e}"))
 }
 
 pub fn mkstore(a: &MkstoreArgs) -> Result<(), String> {
-    let geo = geometry_for(parse_size(&a.size)?, parse_size(&a.block_size)?)?;
+    let geo = geometry_for(
+        size_arg("--size", &a.size)?,
+        size_arg("--block-size", &a.block_size)?,
+    )?;
     let opts = FileStoreOptions {
-        log_len: parse_size(&a.log_size)?,
+        log_len: size_arg("--log-size", &a.log_size)?,
     };
+    // Checked before the file is touched: a bad log size leaves nothing behind.
+    let len = FileStore::required_len(&geo, opts)
+        .map_err(|e| format!("--log-size {}: {e}", a.log_size))?;
+    let existed = std::fs::symlink_metadata(&a.path).is_ok();
     if let Ok(meta) = std::fs::metadata(&a.path) {
         if meta.is_file() && meta.len() > 0 && !a.force {
             return Err(format!(
@@ -110,8 +160,12 @@ pub fn mkstore(a: &MkstoreArgs) -> Result<(), String> {
             ));
         }
     }
-    let store = FileStore::create_with(&a.path, geo, &[], opts).map_err(|e| e.to_string())?;
-    let len = FileStore::required_len(&geo, opts).map_err(|e| e.to_string())?;
+    let store = FileStore::create_with(&a.path, geo, &[], opts).map_err(|e| {
+        if !existed {
+            let _ = std::fs::remove_file(&a.path);
+        }
+        format!("{}: {e}", a.path.display())
+    })?;
     println!(
         "created {}: {} blocks of {} bytes ({}), {} groups of {} blocks; store {} bytes ({}), commit {}",
         a.path.display(),
@@ -128,20 +182,22 @@ pub fn mkstore(a: &MkstoreArgs) -> Result<(), String> {
 }
 
 pub fn info(a: &InfoArgs) -> Result<(), String> {
-    let store = FileStore::open(&a.path).map_err(|e| format!("{}: {e}", a.path.display()))?;
+    let store =
+        FileStore::open_with(&a.path, read_only(a.wait)?).map_err(|e| named(&a.path, &e))?;
     let geo = store.geometry();
     let descs = store.descriptors();
     let corrupt = store.corrupt_groups();
-    let usable: u64 = (0..geo.group_count())
-        .filter(|g| !corrupt.contains(g))
-        .map(|g| u64::from(geo.group_len(g)))
+    // Corrupt groups carry the CORRUPT flag: one pass, however many there are.
+    let sound = || {
+        descs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.flags.contains(GroupFlags::CORRUPT))
+    };
+    let usable: u64 = sound()
+        .map(|(g, _)| u64::from(geo.group_len(g as u32)))
         .sum();
-    let free: u64 = descs
-        .iter()
-        .enumerate()
-        .filter(|(g, _)| !corrupt.contains(&(*g as u32)))
-        .map(|(_, d)| u64::from(d.free))
-        .sum();
+    let free: u64 = sound().map(|(_, d)| u64::from(d.free)).sum();
     let uninit = descs
         .iter()
         .filter(|d| d.flags.contains(GroupFlags::BLOCK_UNINIT))
@@ -168,7 +224,11 @@ pub fn info(a: &InfoArgs) -> Result<(), String> {
     );
     println!("last commit:      {}", store.last_commit().0);
     if let Some(id) = store.recovered() {
-        println!("recovered:        commit {id:?} replayed from the log at open");
+        println!(
+            "unapplied log:    commit {} replayed in memory for this report; the store is \
+             unchanged (the next read-write open applies it)",
+            id.0
+        );
     }
     println!("log:              {} bytes at byte {log_off}", log_len);
     println!(
@@ -206,12 +266,13 @@ fn list(groups: &[u32]) -> String {
 }
 
 pub fn fsck(a: &FsckArgs) -> Result<(), String> {
-    let file = File::open(&a.path).map_err(|e| format!("{}: {e}", a.path.display()))?;
-    let problems = verify_device(Arc::new(FileDevice::from_file(file)))
-        .map_err(|e| format!("{}: {e}", a.path.display()))?;
+    let dev = FileDevice::open(&a.path, read_only(a.wait)?).map_err(|e| named(&a.path, &e))?;
+    let problems = verify_device(Arc::new(dev)).map_err(|e| named(&a.path, &e))?;
     if problems.is_empty() {
         println!(
-            "{}: clean (superblock, every descriptor and bitmap checksum, free counts, log)",
+            "{}: clean (superblock, every descriptor and bitmap checksum, free counts, log \
+             markers and the latest record; the unused rest of the log is not checked: it \
+             holds whatever older commits left there, and recovery never reads it)",
             a.path.display()
         );
         return Ok(());

@@ -41,6 +41,9 @@ pub struct Allocator {
     /// Groups whose buddy was never built (`NEED_INIT` set): while none is left, the
     /// prefetch completion has nothing to do and skips its walk.
     pub(crate) uninit: Padded<AtomicU32>,
+    /// Groups without a size class: while none is left, the class stages that walk only
+    /// class-less groups (unset, empty) have nothing to find and are skipped.
+    pub(crate) classless: Padded<AtomicU32>,
     /// `s_mb_largest_free_orders` and `s_mb_avg_fragment_size`, split by size class.
     pub(crate) index: ClassIndex,
     /// `s_mb_last_groups`: one stream goal per slot, each on its own cache lines (the kernel's
@@ -203,6 +206,7 @@ impl Builder {
             state: GroupStates::new(n, state::NEED_INIT),
             read_marks: ReadMarks::new(n),
             uninit: Padded(AtomicU32::new(n)),
+            classless: Padded(AtomicU32::new(n)),
             lgs: (0..self.cpus)
                 .map(|_| Padded(Mutex::new(LocalityGroup::default())))
                 .collect(),
@@ -523,6 +527,17 @@ impl Allocator {
     /// the values the scans read without the lock, then the index sets that hold the group.
     /// Under the group lock, like `publish`'s order moves.
     pub(crate) fn set_class(&self, grp: &Group, st: &mut GroupState, class: SizeClass, home: u32) {
+        match (st.class_index, class) {
+            (SizeClass::None, SizeClass::None) => {}
+            (SizeClass::None, _) => {
+                self.classless.fetch_sub(1, Ordering::Relaxed);
+            }
+            (_, SizeClass::None) => {
+                self.classless.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        debug_assert!(self.classless.load(Ordering::Relaxed) <= self.geo.group_count());
         grp.class_home.store(home, Ordering::Relaxed);
         grp.class.store(class as u8, Ordering::Relaxed);
         let (largest, avg) = (st.largest_order, st.avg_order);
@@ -553,8 +568,10 @@ impl Allocator {
         let mut disk_free = 0i64;
         let mut pending = 0i64;
         let mut registered = Vec::new();
+        let mut classless = 0u32;
         for grp in self.groups.iter() {
             let st = grp.lock.lock();
+            classless += u32::from(st.class_index == SizeClass::None);
             if let Some(l) = &st.loaded {
                 l.buddy
                     .check(self.geo.bsbits())
@@ -610,6 +627,12 @@ impl Allocator {
         if p != pending {
             return Err(format!(
                 "pending counter {p} != sum of pending frees {pending}"
+            ));
+        }
+        let counted = self.classless.load(Ordering::Relaxed);
+        if counted != classless {
+            return Err(format!(
+                "{counted} groups counted without a class, {classless} have none"
             ));
         }
         self.check_registered(registered)

@@ -440,7 +440,7 @@ mod loom_tests {
     enum Reads {
         /// The live mirror, under the group lock (`Allocator::publish`).
         Live,
-        /// A copy taken when the request began (what `publish` read before session 9's fix).
+        /// A copy taken when the request began (what an earlier `publish` read, before it took the live mirror under the group lock).
         Snapshot(bool),
     }
 

@@ -72,6 +72,12 @@ pub struct Ctx<'a> {
     pub stage: Option<Stage>,
     /// The requesting CPU, whose class groups come first (`size_class_per_cpu`).
     pub home: u32,
+    /// The request's own goal (group, start) before a stream-goal swap: where a class stage
+    /// looks first in that group (`size_class_largest_first`, btrfs's hint).
+    pub hint: Option<(u32, u32)>,
+    /// The request starts a new run of its file (`size_class_stream_groups`): empty groups
+    /// come before its class's groups.
+    pub new_run: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -110,6 +116,8 @@ impl<'a> Ctx<'a> {
             class: SizeClass::None,
             stage: None,
             home: 0,
+            hint: None,
+            new_run: false,
         }
     }
 

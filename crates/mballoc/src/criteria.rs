@@ -22,12 +22,17 @@ impl Allocator {
     /// from its group's buddy) or the search failed.
     pub(crate) fn regular_allocator(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if ctx.tun.size_classes && ctx.flags.contains(Flags::HINT_DATA) {
-            ctx.class = SizeClass::of_bytes(u64::from(ctx.o_ex.len) << self.geo.bsbits());
+            ctx.class = self.request_class(ctx);
             ctx.home = ctx.req.cpu % self.cpus;
         }
         self.find_by_goal(ctx)?;
         if ctx.status == Status::Found || ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
             return Ok(());
+        }
+        if ctx.class != SizeClass::None {
+            // Before the stream-goal swap below: the request's own goal is btrfs's hint.
+            ctx.hint = (ctx.g_ex.start >= 0).then(|| (ctx.g_ex.group, ctx.goal_start()));
+            ctx.new_run = ctx.tun.size_class_stream_groups && self.starts_new_run(ctx);
         }
         let i = fls(ctx.g_ex.len);
         ctx.two_order = 0;
@@ -85,12 +90,18 @@ impl Allocator {
     /// The size-class stages before the kernel's loop (see [`crate::size_class`]): each walks
     /// the criteria below CR_BEST_AVAIL_LEN over the groups its filter admits. True = found.
     fn class_stages(&self, ctx: &mut Ctx, first_cr: Criterion) -> Result<bool, Error> {
-        let stages = if ctx.tun.size_class_per_cpu {
-            &Stage::ORDER[..4]
+        let order = if ctx.new_run {
+            &Stage::STREAM_ORDER
         } else {
-            &Stage::ORDER[..3]
+            &Stage::ORDER
         };
-        for &stage in stages {
+        let n = if ctx.tun.size_class_per_cpu { 4 } else { 3 };
+        for &stage in &order[..n] {
+            if matches!(stage, Stage::Unset | Stage::Empty)
+                && self.classless.load(Ordering::Relaxed) == 0
+            {
+                continue; // every group has a class: nothing for these stages to find
+            }
             ctx.stage = Some(stage);
             ctx.cr = first_cr;
             restart(ctx);
@@ -105,6 +116,37 @@ impl Allocator {
         ctx.stage = None;
         restart(ctx);
         Ok(false)
+    }
+
+    /// The request's class: `btrfs_calc_block_group_size_class` of the length asked for, or,
+    /// with `size_class_inherit`, the class of the group that holds the file's preceding block.
+    fn request_class(&self, ctx: &Ctx) -> SizeClass {
+        let own = SizeClass::of_bytes(u64::from(ctx.o_ex.len) << self.geo.bsbits());
+        if !ctx.tun.size_class_inherit
+            || ctx.req.pleft == 0
+            || ctx.req.pleft >= self.geo.blocks_count()
+        {
+            return own;
+        }
+        match self.groups[self.geo.locate(ctx.req.pleft).0 as usize].size_class() {
+            SizeClass::None => own,
+            c => c,
+        }
+    }
+
+    /// `size_class_stream_groups`: whether this request starts a new run of its file rather
+    /// than continuing one in a group of its class: a file's first blocks (no mapped
+    /// neighbour on the left), a window that was to continue the file in place but missed its
+    /// goal (normalisation set `HINT_TRY_GOAL`), or a request whose goal lies outside its
+    /// class's groups. Locality-group requests pack small files together by design and
+    /// never do. Called after the goal try, before the stream-goal swap.
+    fn starts_new_run(&self, ctx: &Ctx) -> bool {
+        if ctx.flags.contains(Flags::HINT_GROUP_ALLOC) {
+            return false;
+        }
+        ctx.req.pleft == 0
+            || ctx.flags.contains(Flags::HINT_TRY_GOAL)
+            || self.groups[ctx.g_ex.group as usize].size_class() != ctx.class
     }
 
     /// Counters and prefetch completion at the end of `ext4_mb_regular_allocator`.

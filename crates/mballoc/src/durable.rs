@@ -8,9 +8,14 @@
 //! * `commit` hands the whole journal to the store as one atomic store commit. Only once that
 //!   returned are the freed blocks released to the buddy (`release_committed`), so a block is
 //!   never reused while a crash could still bring back the extent that held it.
-//! * A failed store commit loses nothing: the batch is kept, the frees stay pending, and the
-//!   next commit first asks the store where it stands ([`Store::recover`]) — the failed batch
-//!   may have reached the disk after all — and then sends what is still missing.
+//! * A batch too large for the store's log is cut into several store commits
+//!   ([`fit_commit`]), as jbd2 closes a transaction before it outgrows the journal
+//!   (`add_transaction_credits`): no amount of work between two commits can wedge the store.
+//!   Allocations go first and frees last, so a crash between the pieces leaks blocks at worst.
+//! * A failed store commit loses nothing: the pieces not yet known to be on disk are kept, the
+//!   frees stay pending, and the next commit first asks the store where it stands
+//!   ([`Store::recover`]) — the failed piece may have reached the disk after all — and then
+//!   sends what is still missing.
 //!
 //! Transaction ids: the journal lock also guards the running transaction id, so a free noted
 //! in batch `n` always carries a tid that the commit of batch `n` releases, and a free noted
@@ -25,7 +30,8 @@ use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::source::BitmapSource;
 use crate::stats::bump;
-use crate::store::{Commit, Extent, Store};
+use crate::store::delta::push_merged;
+use crate::store::{fit_commit, Commit, Extent, FileStore, OpenOptions, Store, StoreError};
 use crate::sync::Mutex;
 
 /// A store seen as the allocator's bitmap source.
@@ -47,9 +53,9 @@ impl BitmapSource for StoreSource {
 struct CommitState {
     /// The store's id of the last commit known to have taken effect.
     durable: u64,
-    /// The batch of a store commit that returned an error: its fate is settled by
-    /// [`Store::recover`] before the next commit.
-    failed: Option<Commit>,
+    /// The store commits of a batch that failed, in order, from the one that returned an
+    /// error: the first one's fate is settled by [`Store::recover`] before the next commit.
+    failed: Vec<Commit>,
 }
 
 /// The store, the changes since the last commit, and the commit bookkeeping.
@@ -83,7 +89,7 @@ impl Durable {
             journal: Mutex::new(Commit::default()),
             commits: Mutex::new(CommitState {
                 durable,
-                failed: None,
+                failed: Vec::new(),
             }),
         })
     }
@@ -92,41 +98,32 @@ impl Durable {
         &self.store
     }
 
-    /// Settles a failed commit: `Some(batch)` if it must be sent again, `None` if it landed.
+    /// Settles a failed commit: `Some(batch)`, what must be sent again, or `None` if all of
+    /// it landed.
     fn settle(&self, cs: &mut CommitState) -> Result<Option<Commit>, Error> {
-        let Some(failed) = cs.failed.take() else {
+        if cs.failed.is_empty() {
             return Ok(None);
-        };
-        let found = match self.store.recover() {
-            Ok(id) => id.0,
-            Err(cause) => {
-                cs.failed = Some(failed);
-                return Err(Error::Store(cause));
-            }
-        };
-        if found == cs.durable {
-            Ok(Some(failed))
-        } else if found == cs.durable + 1 {
+        }
+        let found = self.store.recover().map_err(Error::Store)?.0;
+        if found == cs.durable + 1 {
             cs.durable = found;
-            Ok(None)
-        } else {
+            cs.failed.remove(0);
+        } else if found != cs.durable {
             let expected = cs.durable;
-            cs.failed = Some(failed);
-            Err(Error::StoreDiverged { expected, found })
+            return Err(Error::StoreDiverged { expected, found });
         }
+        Ok(std::mem::take(&mut cs.failed).into_iter().reduce(append))
     }
-}
 
-/// Appends `e` to `list`, merging it into the last extent when they touch (sequential
-/// allocations then cost one extent per commit, not one per call).
-fn push_merged(list: &mut Vec<Extent>, e: Extent) {
-    if let Some(last) = list.last_mut() {
-        if last.start + last.len == e.start {
-            last.len += e.len;
-            return;
+    /// `batch` as store commits that each fit the store's log; on an error, `batch` back.
+    fn pieces(&self, batch: Commit) -> Result<Vec<Commit>, (StoreError, Commit)> {
+        match self.store.commit_capacity() {
+            Some(capacity) => {
+                fit_commit(&self.store.geometry(), &batch, capacity).map_err(|e| (e, batch))
+            }
+            None => Ok(vec![batch]),
         }
     }
-    list.push(e);
 }
 
 /// `first` then `then`, allocations before frees as the store applies them.
@@ -145,11 +142,26 @@ impl Allocator {
         Allocator::builder(geo).store(store).build()
     }
 
-    /// [`open`](Allocator::open) on the [`FileStore`](crate::store::FileStore) at `path`: a
-    /// file or block device made by `FileStore::create` (`mballoc mkstore`). A bad superblock
-    /// is `Error::Store(StoreError::BadSuperblock)`.
+    /// [`open`](Allocator::open) on the [`FileStore`] at `path`: a file or block device made by
+    /// `FileStore::create` (`mballoc mkstore`). A bad superblock is
+    /// `Error::Store(StoreError::BadSuperblock)`; a store another process has open is
+    /// `Error::Store(StoreError::InUse)`. The allocator holds the store's exclusive lock for
+    /// its whole life.
     pub fn open_file(path: &std::path::Path) -> Result<Allocator, Error> {
-        Allocator::open(crate::store::FileStore::open(path)?)
+        Allocator::open_file_with(path, OpenOptions::default())
+    }
+
+    /// [`open_file`](Allocator::open_file) with a choice of access and lock wait.
+    pub fn open_file_with(path: &std::path::Path, opts: OpenOptions) -> Result<Allocator, Error> {
+        Allocator::open(FileStore::open_with(path, opts)?)
+    }
+
+    /// An allocator over the store at `path` that never writes it (a shared lock, a file the
+    /// caller may only read): for looking, or for trying allocations in memory. Its
+    /// [`commit`](Allocator::commit) fails with `StoreError::ReadOnly` inside
+    /// `Error::CommitFailed`.
+    pub fn open_read_only(path: &std::path::Path) -> Result<Allocator, Error> {
+        Allocator::open_file_with(path, OpenOptions::read_only())
     }
 
     /// The durable store under this allocator, if it has one.
@@ -230,24 +242,36 @@ impl Allocator {
         Ok(tid)
     }
 
-    /// One store commit of `batch`; on failure the batch is kept for [`Durable::settle`].
+    /// `batch` as one or more store commits, in order; on a failure the pieces from the failed
+    /// one on are kept for [`Durable::settle`].
     fn send(&self, d: &Durable, cs: &mut CommitState, batch: Commit) -> Result<(), Error> {
         if batch.is_empty() {
             return Ok(());
         }
-        match d.store.commit(&batch) {
-            Ok(id) => {
-                cs.durable = id.0;
-                Ok(())
+        let pieces = match d.pieces(batch) {
+            Ok(p) => p,
+            Err((cause, batch)) => return Err(self.commit_failed(cs, vec![batch], cause)),
+        };
+        let mut pieces = pieces.into_iter();
+        while let Some(piece) = pieces.next() {
+            match d.store.commit(&piece) {
+                Ok(id) => cs.durable = id.0,
+                Err(cause) => {
+                    let rest = std::iter::once(piece).chain(pieces).collect();
+                    return Err(self.commit_failed(cs, rest, cause));
+                }
             }
-            Err(cause) => {
-                cs.failed = Some(batch);
-                bump(&self.stats.commit_failures);
-                Err(Error::CommitFailed {
-                    cause,
-                    pending: self.pending_blocks(),
-                })
-            }
+        }
+        Ok(())
+    }
+
+    /// Keeps `unsent` for the next commit and reports the failure.
+    fn commit_failed(&self, cs: &mut CommitState, unsent: Vec<Commit>, cause: StoreError) -> Error {
+        cs.failed = unsent;
+        bump(&self.stats.commit_failures);
+        Error::CommitFailed {
+            cause,
+            pending: self.pending_blocks(),
         }
     }
 }

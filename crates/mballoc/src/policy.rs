@@ -72,6 +72,9 @@ impl Policy {
                 t.mb_max_prealloc_kb = 32768;
                 t.size_classes = true;
                 t.size_class_per_cpu = true;
+                t.size_class_stream_groups = true;
+                t.size_class_largest_first = true;
+                t.size_class_inherit = true;
             }
         }
         t

@@ -50,6 +50,9 @@ pub(crate) struct ReadAhead {
     shared: Arc<Shared>,
     source: Arc<dyn BitmapSource>,
     queue: Option<Mutex<Sender<u32>>>,
+    /// The readers, joined on drop: each holds the source, so a store (and its lock on the
+    /// store file) is released when the allocator is dropped, not some time after.
+    threads: Vec<crate::sync::JoinHandle>,
 }
 
 impl ReadAhead {
@@ -57,17 +60,18 @@ impl ReadAhead {
     /// when the `ReadAhead` is dropped.
     pub(crate) fn new(source: Arc<dyn BitmapSource>, threads: usize) -> ReadAhead {
         let shared = Arc::new(Shared::default());
+        let mut handles = Vec::with_capacity(threads);
         let queue = (threads > 0).then(|| {
             let (tx, rx) = channel::<u32>();
             let rx = Arc::new(Mutex::new(rx));
             for _ in 0..threads {
                 let (rx, shared, source) = (rx.clone(), shared.clone(), source.clone());
-                crate::sync::spawn("mballoc-readahead", move || loop {
+                handles.push(crate::sync::spawn("mballoc-readahead", move || loop {
                     let next = rx.lock().recv();
                     let Ok(g) = next else { return };
                     let r = source.read_bitmap(g);
                     finish(&shared, g, r);
-                });
+                }));
             }
             Mutex::new(tx)
         });
@@ -75,6 +79,7 @@ impl ReadAhead {
             shared,
             source,
             queue,
+            threads: handles,
         }
     }
 
@@ -124,6 +129,16 @@ impl ReadAhead {
         r.done.remove(&group);
         if r.in_flight.contains(&group) {
             r.void.insert(group);
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    /// Closes the queue, which ends every reader once its current read is done, and waits.
+    fn drop(&mut self) {
+        self.queue = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::{Group, GroupState};
 use crate::request::{Criterion, Flags};
+use crate::runs::Run;
 use crate::size_class::{Claim, SizeClass};
 use crate::state;
 use crate::sync::MutexGuard;
@@ -214,6 +215,9 @@ impl Allocator {
     /// `__ext4_mb_scan_group`.
     fn scan_in_group(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         ctx.groups_scanned += 1;
+        if ctx.stage.is_some() && ctx.tun.size_class_largest_first {
+            return self.largest_fit(ctx, grp, st);
+        }
         if ctx.cr == Criterion::Power2Aligned {
             return self.simple_scan(ctx, grp, st);
         }
@@ -225,6 +229,43 @@ impl Allocator {
         if ctx.status == Status::Continue {
             self.complex_scan(ctx, grp, st);
         }
+    }
+
+    /// `size_class_largest_first`: where a class stage takes its extent, as btrfs's
+    /// `btrfs_find_space_for_alloc` does: in the goal's group (btrfs's hinted block group) the
+    /// first free extent at or after the goal that holds the whole goal length; elsewhere, or
+    /// when none follows the goal, the start of the group's largest free extent
+    /// (`use_bytes_index`). A class stage takes only full-length extents.
+    fn largest_fit(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
+        let Some(l) = st.loaded.as_ref() else { return };
+        let want = ctx.g_ex.len;
+        let runs = l.buddy.runs();
+        let hinted = ctx
+            .hint
+            .filter(|&(g, _)| g == grp.no)
+            .and_then(|(_, goal)| {
+                runs.iter()
+                    .filter(|r| r.end > goal)
+                    .map(|r| Run {
+                        start: r.start.max(goal),
+                        end: r.end,
+                    })
+                    .find(|r| r.len() >= want)
+            });
+        // The first of equal runs: address order breaks ties, as a front-to-back fill wants.
+        let largest = || runs.iter().rev().max_by_key(|r| r.len()).copied();
+        let Some(r) = hinted.or_else(largest).filter(|r| r.len() >= want) else {
+            return;
+        };
+        ctx.found += 1;
+        ctx.cx_found[ctx.cr.index()] += 1;
+        ctx.b_ex = Ex {
+            group: grp.no,
+            start: r.start,
+            len: r.len(),
+            logical: 0,
+        };
+        self.use_best_found(ctx, grp, st);
     }
 
     /// `ext4_mb_simple_scan_group`: the lowest free chunk of the smallest order ≥ `2^ac_2order`.
@@ -399,13 +440,30 @@ impl Allocator {
         }
     }
 
+    /// `size_class_strict_goal`: a goal inside a group of another class is not tried (the
+    /// request goes to the class stages), unless the caller allows nothing but the goal.
+    fn goal_class_refused(&self, ctx: &Ctx, grp: &Group) -> bool {
+        if !ctx.tun.size_class_strict_goal
+            || ctx.class == SizeClass::None
+            || ctx.flags.contains(Flags::HINT_GOAL_ONLY)
+        {
+            return false;
+        }
+        let c = grp.size_class();
+        let refused = c != SizeClass::None && c != ctx.class;
+        if refused {
+            ctx.stats.bump(|c| &c.class_skips);
+        }
+        refused
+    }
+
     /// `ext4_mb_find_by_goal`: try exactly the goal (merge goals, GOAL_ONLY requests).
     pub(crate) fn find_by_goal(&self, ctx: &mut Ctx) -> Result<(), Error> {
         if !ctx.flags.contains(Flags::HINT_TRY_GOAL) && !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
             return Ok(());
         }
         let grp = &self.groups[ctx.g_ex.group as usize];
-        if grp.bb_free() == 0 {
+        if grp.bb_free() == 0 || self.goal_class_refused(ctx, grp) {
             return Ok(());
         }
         if let Err(e) = self.load_group(grp.no) {

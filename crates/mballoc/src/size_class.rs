@@ -18,8 +18,30 @@
 //!   racing requests cannot both claim it) and reset to none when the group holds no data again:
 //!   its free count is back to what it was when the allocator was built (the btrfs January-2026
 //!   reset-when-empty fix). Classes are not persisted (neither are they in btrfs).
-//! - The goal try (`ext4_mb_find_by_goal`) and existing preallocations ignore classes: extending a
-//!   file in place is worth more than class purity.
+//! - Existing preallocations ignore classes: a window was placed by class when it was carved.
+//!
+//! **Why classes alone fragment ext4** (measured on the fsperf jobs at half volume on 8 GiB;
+//! `docs/size-classes.md` has the figures): btrfs reserves one extent per request and grows its
+//! set of block groups when its classes run out; ext4 carves preallocation windows, chains
+//! goals across group edges and has a fixed set of groups. A port that only filters the group
+//! scan leaves most placements to the class-blind goal chains, packs the windows of many
+//! growing files into one group of their class (each file's unused window tail becomes a hole
+//! when it is discarded at close), classes a file by whatever piece a window left over, and
+//! takes the buddy's lowest aligned chunk. Four switches (ours, each measurable alone) make a
+//! class describe a file's run and keep that run whole; `proposed` sets the last three, as
+//! the first changes nothing measured once they are on:
+//! - `size_class_strict_goal`: the goal try refuses a goal inside another class's group.
+//! - `size_class_stream_groups`: a request that starts a new run of its file (its first
+//!   blocks, a window that missed its goal, or a goal outside its class) walks the empty
+//!   groups before its class's groups, so each growing file has a group to grow in and its
+//!   discarded window tail rejoins that group's free space. Locality-group requests (small
+//!   files) never do: packing them is the point of the locality group.
+//! - `size_class_largest_first`: a class stage takes, in the goal's group, the first free
+//!   extent at or after the goal, and elsewhere the start of the largest free extent
+//!   (btrfs's `btrfs_find_space_for_alloc`, hinted and `use_bytes_index`), so a fresh group
+//!   fills front to back.
+//! - `size_class_inherit`: a request that extends a file takes the class of the group holding
+//!   the file's preceding block.
 //!
 //! **Pass order** with `size_classes` on (each stage is a walk of the criteria below
 //! CR_BEST_AVAIL_LEN, that is CR_POWER2_ALIGNED and CR_GOAL_LEN_FAST, so each stage only takes a
@@ -153,6 +175,16 @@ impl Stage {
         Stage::Match,
         Stage::Unset,
         Stage::Empty,
+        Stage::Shared,
+        Stage::Any,
+    ];
+
+    /// The order for a stream window with `size_class_stream_groups`: an empty group first,
+    /// so the stream can keep growing in place behind its window.
+    pub const STREAM_ORDER: [Stage; 5] = [
+        Stage::Empty,
+        Stage::Match,
+        Stage::Unset,
         Stage::Shared,
         Stage::Any,
     ];

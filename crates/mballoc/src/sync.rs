@@ -87,18 +87,24 @@ impl Condvar {
 
 /// Starts a background thread (the prefetch readers): an OS thread, or a shuttle thread that
 /// the model check schedules with the rest.
-pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) {
+pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle {
     #[cfg(not(shuttle))]
-    std::thread::Builder::new()
+    return std::thread::Builder::new()
         .name(name.into())
         .spawn(f)
         .expect("spawning a background thread");
     #[cfg(shuttle)]
     {
         let _ = name;
-        shuttle::thread::spawn(f);
+        shuttle::thread::spawn(f)
     }
 }
+
+/// What [`spawn`] returns, to wait for the thread's end.
+#[cfg(not(shuttle))]
+pub(crate) type JoinHandle = std::thread::JoinHandle<()>;
+#[cfg(shuttle)]
+pub(crate) type JoinHandle = shuttle::thread::JoinHandle<()>;
 
 /// `parking_lot`'s mutex interface over `shuttle`'s mutex (no poisoning: a panicking test
 /// fails the whole model check anyway).

@@ -61,6 +61,26 @@ pub struct Tunables {
     /// unclaimed ones, and only then in other CPUs' (ours; keeps threads out of each other's
     /// group locks, as per-CPU locality groups do).
     pub size_class_per_cpu: bool,
+    /// With size classes: the goal try refuses a goal inside a group of another class, so a
+    /// chain of goals (a file's next window, a fallocate's next piece) cannot carry one class
+    /// into another's group (ours; btrfs hints are filtered by class from the first pass).
+    pub size_class_strict_goal: bool,
+    /// With size classes: a stream window (an inode preallocation) that misses its goal opens
+    /// a group that holds no data before it joins a group of its class, so every growing file
+    /// has room to grow in place and its unused window tail rejoins the group's free space
+    /// when it is discarded (ours).
+    pub size_class_stream_groups: bool,
+    /// With size classes: a class stage takes the start of the group's largest free extent
+    /// (btrfs `btrfs_find_space_for_alloc` with `use_bytes_index` in a block group that is
+    /// not the hinted one), not the buddy's lowest aligned chunk, so a fresh group fills
+    /// front to back with no alignment gap behind its metadata (ours).
+    pub size_class_largest_first: bool,
+    /// With size classes: a request that extends a file (it has a mapped neighbour on the
+    /// left) takes the class of the group holding that neighbour, when that group has one. A
+    /// class then describes a file's run, not the piece a preallocation window happened to
+    /// leave over (a 129 KiB append split at a window's end is a medium write, not a 13-block
+    /// small one) (ours).
+    pub size_class_inherit: bool,
 }
 
 /// Most stream goals an allocator keeps (each takes a padded slot).
@@ -113,6 +133,10 @@ impl Tunables {
             mb_max_prealloc_kb: 8192,
             size_classes: false,
             size_class_per_cpu: false,
+            size_class_strict_goal: false,
+            size_class_stream_groups: false,
+            size_class_largest_first: false,
+            size_class_inherit: false,
         }
     }
 
@@ -137,6 +161,10 @@ impl Tunables {
         "mb_max_prealloc_kb",
         "size_classes",
         "size_class_per_cpu",
+        "size_class_strict_goal",
+        "size_class_stream_groups",
+        "size_class_largest_first",
+        "size_class_inherit",
     ];
 
     /// Sets one tunable by its sysfs name from text, validating like the kernel's
@@ -213,6 +241,10 @@ impl Tunables {
             }
             "size_classes" => self.size_classes = boolean()?,
             "size_class_per_cpu" => self.size_class_per_cpu = boolean()?,
+            "size_class_strict_goal" => self.size_class_strict_goal = boolean()?,
+            "size_class_stream_groups" => self.size_class_stream_groups = boolean()?,
+            "size_class_largest_first" => self.size_class_largest_first = boolean()?,
+            "size_class_inherit" => self.size_class_inherit = boolean()?,
             _ => {
                 return Err(Error::UnknownTunable {
                     name: name.to_string(),
@@ -249,6 +281,10 @@ impl Tunables {
             "mb_max_prealloc_kb" => self.mb_max_prealloc_kb.to_string(),
             "size_classes" => b(self.size_classes),
             "size_class_per_cpu" => b(self.size_class_per_cpu),
+            "size_class_strict_goal" => b(self.size_class_strict_goal),
+            "size_class_stream_groups" => b(self.size_class_stream_groups),
+            "size_class_largest_first" => b(self.size_class_largest_first),
+            "size_class_inherit" => b(self.size_class_inherit),
             _ => return None,
         })
     }

@@ -306,3 +306,140 @@ fn prefetch_test_before_set_skips_descriptor_lookups() {
         "fewer descriptor lookups: {lookups:?}"
     );
 }
+
+/// Size classes with every placement switch of `proposed` set to `on`, the rest as 6.18.
+fn class_tunables(strict: bool, stream_groups: bool, largest: bool, inherit: bool) -> Tunables {
+    let mut t = Policy::Linux618.tunables(&geo(), 2);
+    t.size_classes = true;
+    t.size_class_strict_goal = strict;
+    t.size_class_stream_groups = stream_groups;
+    t.size_class_largest_first = largest;
+    t.size_class_inherit = inherit;
+    t
+}
+
+const DIRECT: Flags = Flags(Flags::HINT_DATA.0 | Flags::HINT_NOPREALLOC.0);
+
+/// `size_class_strict_goal`: a small request whose goal lies in a large group is not placed
+/// at that goal; without the switch the goal try puts it there (a forced allocation).
+#[test]
+fn strict_goal_keeps_a_class_out_of_another_classes_group() {
+    for strict in [false, true] {
+        let a = build(class_tunables(strict, false, false, false), &[(0, 300)]);
+        let large = Request::new(1, 0, 8192).with_flags(DIRECT);
+        let big = a.allocate(&large).unwrap().extent;
+        let g = group_of(big.start);
+        let goal = big.start + u64::from(big.len);
+        let small = Request::new(2, 0, 8)
+            .with_flags(Flags(DIRECT.0 | Flags::HINT_TRY_GOAL.0))
+            .with_goal(goal);
+        let got = a.allocate(&small).unwrap().extent;
+        if strict {
+            assert_ne!(
+                group_of(got.start),
+                g,
+                "the large group refused the small goal"
+            );
+            assert_eq!(a.stats().class_forced, 0);
+        } else {
+            assert_eq!(got.start, goal, "the goal try ignores classes");
+            assert_eq!(a.stats().class_forced, 1);
+        }
+    }
+}
+
+/// `size_class_stream_groups`: a file's first blocks (32 blocks: past `mb_stream_req`, so
+/// not a locality-group request) open an empty group instead of joining
+/// another file's group of the same class, and the file's next blocks continue in place.
+#[test]
+fn stream_groups_give_each_new_file_room_to_grow() {
+    for spread in [false, true] {
+        let a = build(class_tunables(true, spread, true, false), &[(0, 300)]);
+        let a1 = a
+            .allocate(&Request::new(1, 0, 32).with_flags(DIRECT))
+            .unwrap()
+            .extent;
+        let b1 = a
+            .allocate(&Request::new(2, 0, 32).with_flags(DIRECT))
+            .unwrap()
+            .extent;
+        let next = Request::new(1, 32, 32)
+            .with_flags(DIRECT)
+            .with_left(31, a1.start + 31)
+            .with_goal(a1.start + 32);
+        let a2 = a.allocate(&next).unwrap().extent;
+        if spread {
+            assert_ne!(
+                group_of(a1.start),
+                group_of(b1.start),
+                "file 2 opened a group"
+            );
+            assert_eq!(a2.start, a1.start + 32, "file 1 grew in place");
+        } else {
+            assert_eq!(
+                group_of(a1.start),
+                group_of(b1.start),
+                "both files share a group"
+            );
+            assert_ne!(
+                a2.start,
+                a1.start + 32,
+                "file 2 sits where file 1 would grow"
+            );
+        }
+    }
+}
+
+/// `size_class_largest_first`: a class stage fills a fresh group from its first free block;
+/// the buddy's aligned search leaves a gap behind the blocks already in use.
+#[test]
+fn largest_first_leaves_no_gap_behind_metadata() {
+    for largest in [false, true] {
+        // Every group starts with 1,025 blocks in use, as a group with a superblock backup.
+        let used: Vec<(u64, u64)> = (0..8).map(|g| (g * BPG, 1025)).collect();
+        let a = build(class_tunables(true, true, largest, false), &used);
+        let got = a
+            .allocate(&Request::new(1, 0, 32).with_flags(DIRECT))
+            .unwrap()
+            .extent;
+        let offset = got.start % BPG;
+        if largest {
+            assert_eq!(offset, 1025, "right behind the blocks in use");
+        } else {
+            assert_eq!(offset, 1056, "the first 32-aligned chunk");
+        }
+    }
+}
+
+/// `size_class_inherit`: the short tail of a medium file (a window's leftover) keeps to the
+/// file's medium group; classed by its own length it is small, and a strict goal sends it to
+/// another group.
+#[test]
+fn inherit_keeps_a_files_tail_in_its_group() {
+    for inherit in [false, true] {
+        let a = build(class_tunables(true, true, true, inherit), &[(0, 300)]);
+        let head = a
+            .allocate(&Request::new(1, 0, 64).with_flags(DIRECT))
+            .unwrap()
+            .extent;
+        assert_eq!(
+            SizeClass::from_u8(a.group(group_of(head.start) as u32).unwrap().size_class),
+            SizeClass::Medium
+        );
+        let end = head.start + u64::from(head.len);
+        let tail = Request::new(1, 64, 8)
+            .with_flags(Flags(DIRECT.0 | Flags::HINT_TRY_GOAL.0))
+            .with_left(63, end - 1)
+            .with_goal(end);
+        let got = a.allocate(&tail).unwrap().extent;
+        if inherit {
+            assert_eq!(got.start, end, "the tail continues the file");
+        } else {
+            assert_ne!(
+                group_of(got.start),
+                group_of(head.start),
+                "a small tail moved out"
+            );
+        }
+    }
+}

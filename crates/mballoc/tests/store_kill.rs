@@ -11,7 +11,7 @@ mod store_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,14 +75,7 @@ struct Progress {
 
 /// Starts the child, kills it after `delay`, and collects its progress.
 fn run_child(path: &Path, delay: Duration) -> Progress {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, path)
+    let mut child = store_support::child_command("child_process_entry", CHILD_ENV, path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -52,6 +52,21 @@ pub struct Scenario {
     /// Simulated cost of loading one group's bitmap from disk (e.g. 50us; 0 = in memory).
     #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse::duration_ns)]
     pub load_cost: u64,
+    /// Start from this ext4 file system's state (image file, `e2image -r` output or block
+    /// device, 4 KiB blocks) instead of a fresh layout: its used blocks, BLOCK_UNINIT groups
+    /// and files (with their inode numbers); it is only read.
+    #[arg(long, value_name = "IMG", conflicts_with = "fs_size", value_parser = image_run)]
+    pub image: Option<workload::ImageRun>,
+    /// With `--image`: read it even while it is mounted read-write.
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
+}
+
+fn image_run(s: &str) -> Result<workload::ImageRun, String> {
+    Ok(workload::ImageRun {
+        path: s.into(),
+        allow_mounted: false,
+    })
 }
 
 /// Thread counts of a sweep, in the order given, without duplicates.
@@ -134,9 +149,50 @@ pub struct ReproduceArgs {
 /// `mballoc groups`.
 #[derive(Args, Debug, Clone)]
 pub struct GroupsArgs {
-    /// Filesystem size (e.g. 4G, 512M, 16T).
-    #[arg(long, default_value = "1G", value_parser = parse::size)]
+    /// Filesystem size (e.g. 4G, 512M, 16T) of the fresh layout printed without `--image`.
+    #[arg(long, default_value = "1G", value_parser = parse::size, conflicts_with = "image")]
     pub fs_size: u64,
+    /// Print the groups of this ext4 file system instead (image file, `e2image -r` output or
+    /// block device), as the kernel's mb_groups would after a mount.
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<PathBuf>,
+    /// Read the image even if it is mounted read-write (its state may be inconsistent).
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
+}
+
+/// An ext4 image to read.
+#[derive(Args, Debug, Clone)]
+pub struct ImageArg {
+    /// The ext4 file system: an image file, `e2image -r` output or a block device.
+    #[arg(long, value_name = "IMG")]
+    pub image: PathBuf,
+    /// Read the image even if it is mounted read-write (its state may be inconsistent).
+    #[arg(long)]
+    pub allow_mounted: bool,
+}
+
+/// `mballoc freefrag`.
+#[derive(Args, Debug, Clone)]
+pub struct FreefragArgs {
+    #[command(flatten)]
+    pub image: ImageArg,
+    /// Print one JSON object instead of e2freefrag's text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `mballoc frag`.
+#[derive(Args, Debug, Clone)]
+pub struct FragArgs {
+    #[command(flatten)]
+    pub image: ImageArg,
+    /// Print one JSON object instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write a per-group heat map (frag_pct) to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// `mballoc replay`.
@@ -154,4 +210,14 @@ pub struct ReplayArgs {
     /// Mismatches to print per case.
     #[arg(long, default_value_t = 10)]
     pub show: usize,
+    /// Replay each case's request stream on this ext4 image instead (what-if: where would
+    /// these requests land there?); nothing is compared with the kernel then.
+    #[arg(long, value_name = "IMG")]
+    pub image: Option<PathBuf>,
+    /// With `--image`: the policy whose tunables run (default: the capture's own tunables).
+    #[arg(long, requires = "image", value_parser = policy_name)]
+    pub policy: Option<Policy>,
+    /// With `--image`: read it even while it is mounted read-write.
+    #[arg(long, requires = "image")]
+    pub allow_mounted: bool,
 }

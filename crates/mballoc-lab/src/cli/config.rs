@@ -84,6 +84,10 @@ pub fn run_configs(
             seed: sc.seed,
             quick: sc.quick,
             load_cost_ns: sc.load_cost,
+            image: sc.image.clone().map(|i| mballoc_lab::workload::ImageRun {
+                allow_mounted: sc.allow_mounted,
+                ..i
+            }),
         })
         .collect())
 }

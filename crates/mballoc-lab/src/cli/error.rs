@@ -61,6 +61,9 @@ pub enum CliError {
     /// Stdout was closed by its reader; `main` exits quietly.
     #[error("stdout closed")]
     BrokenPipe,
+    /// An ext4 image could not be read.
+    #[error(transparent)]
+    Image(#[from] mballoc_lab::image::ImageError),
     /// Anything else from the allocator (e.g. the fresh-filesystem layout).
     #[error("{0}")]
     Other(String),

@@ -57,6 +57,18 @@ pub fn tunable_doc(name: &str) -> Option<&'static str> {
         "size_class_per_cpu" => {
             "with size classes: each CPU looks in its own groups of a class first (ours)"
         }
+        "size_class_strict_goal" => {
+            "with size classes: a goal in another class's group is not tried (ours)"
+        }
+        "size_class_stream_groups" => {
+            "with size classes: a file's new run opens an empty group first (ours)"
+        }
+        "size_class_largest_first" => {
+            "with size classes: take the start of a group's largest free extent (btrfs)"
+        }
+        "size_class_inherit" => {
+            "with size classes: a file's next blocks take its group's class (ours)"
+        }
         _ => return None,
     })
 }

@@ -6,6 +6,7 @@ pub mod args;
 pub mod config;
 pub mod emit;
 pub mod error;
+pub mod image;
 pub mod list;
 pub mod outdir;
 pub mod output;

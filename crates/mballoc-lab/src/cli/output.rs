@@ -41,6 +41,9 @@ impl Serialize for JsonRun<'_> {
         m.serialize_entry("settings", &r.settings)?;
         m.serialize_entry("threads", &r.threads)?;
         m.serialize_entry("fs_size", &r.fs_size)?;
+        if let Some(image) = &r.image {
+            m.serialize_entry("image", image)?;
+        }
         m.serialize_entry("seed", &r.seed)?;
         m.serialize_entry("elapsed_s", &number(r.elapsed_s))?;
         for (k, &v) in r
@@ -85,10 +88,18 @@ pub fn heading(r: &RunResult) -> String {
         policy,
         r.threads,
         if r.threads == 1 { "" } else { "s" },
-        fmt_size(r.fs_size),
+        fs_label(r),
         r.seed,
         r.elapsed_s
     )
+}
+
+/// The file system of a run: its size, and the image it started from if any.
+pub fn fs_label(r: &RunResult) -> String {
+    match &r.image {
+        Some(image) => format!("{} image {image}", fmt_size(r.fs_size)),
+        None => fmt_size(r.fs_size),
+    }
 }
 
 /// Throughput against threads for one policy's sweep (printed when a sweep has several points):
@@ -150,6 +161,7 @@ pub(crate) mod tests {
             settings: vec!["size_classes=1".into()],
             threads,
             fs_size: 1 << 30,
+            image: None,
             seed: 7,
             elapsed_s: 0.5,
             scalars,

@@ -13,6 +13,9 @@ use super::error::CliError;
 
 /// `mballoc groups`.
 pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
+    if let Some(image) = &a.image {
+        return super::image::cmd_groups_image(image, a.allow_mounted);
+    }
     let other = |e: &dyn std::fmt::Display| CliError::Other(e.to_string());
     let layout =
         mballoc_lab::mkfs::layout(a.fs_size).map_err(|e| CliError::Usage(e.to_string()))?;
@@ -31,6 +34,9 @@ pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
 /// `mballoc replay`: prints the report, then fails (exit code 1) unless every case agrees
 /// with the kernel, so that a script or CI job cannot miss a divergence.
 pub fn cmd_replay(a: &ReplayArgs) -> Result<(), CliError> {
+    if let Some(image) = &a.image {
+        return super::image::cmd_replay_image(a, image);
+    }
     let rep = replay::replay_paths(&a.cases)?;
     if a.json {
         outln(&to_json(&rep)?)?;

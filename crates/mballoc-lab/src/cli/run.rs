@@ -1,6 +1,7 @@
 //! `mballoc run` and `mballoc compare`: run a workload once per thread count (and per policy),
 //! print summaries, JSON lines or a side-by-side table, and write `--out` files.
 
+use mballoc_lab::report::table::frag_groups_of;
 use mballoc_lab::report::ComparisonTable;
 use mballoc_lab::workload::{self, RunConfig, RunResult};
 
@@ -10,7 +11,6 @@ use super::emit::outln;
 use super::error::CliError;
 use super::outdir;
 use super::output::{json_line, sweep_table};
-use super::parse::fmt_size;
 use super::progress::Bar;
 use super::summary::summary;
 
@@ -92,7 +92,7 @@ pub fn comparison(ra: &RunResult, rb: &RunResult, la: &str, lb: &str) -> Compari
         ra.workload,
         ra.threads,
         if ra.threads == 1 { "" } else { "s" },
-        fmt_size(ra.fs_size),
+        super::output::fs_label(ra),
         ra.seed
     );
     let mut t = ComparisonTable::new(&title, la, lb).with_delta_label("diff");
@@ -102,7 +102,14 @@ pub fn comparison(ra: &RunResult, rb: &RunResult, la: &str, lb: &str) -> Compari
     for k in keys {
         let va = ra.scalars.get(k).copied().unwrap_or(f64::NAN);
         let vb = rb.scalars.get(k).copied().unwrap_or(f64::NAN);
-        t.row(k, va, vb);
+        match (
+            k.as_str(),
+            frag_groups_of(&ra.scalars),
+            frag_groups_of(&rb.scalars),
+        ) {
+            ("frag_pct_mean", Some(ca), Some(cb)) => t.row_with_context(k, va, vb, &ca, &cb),
+            _ => t.row(k, va, vb),
+        };
     }
     t.row("elapsed_s", ra.elapsed_s, rb.elapsed_s);
     t
@@ -139,5 +146,20 @@ mod tests {
         );
         assert!(text.contains("+50.0%"), "{text}");
         assert!(text.contains("only_b") && text.contains("NaN"), "{text}");
+        let mut a = a.clone();
+        let mut b = b.clone();
+        for (r, n) in [(&mut a, 3.0), (&mut b, 5.0)] {
+            r.scalars.insert("fragmented_bg_count".into(), n);
+            r.scalars.insert("data_bg_count".into(), 30.0);
+        }
+        let text = comparison(&a, &b, "A", "B").render();
+        let row = text
+            .lines()
+            .find(|l| l.contains("| frag_pct_mean"))
+            .unwrap();
+        assert!(
+            row.contains("[3/30 groups]") && row.contains("[5/30 groups]"),
+            "{text}"
+        );
     }
 }

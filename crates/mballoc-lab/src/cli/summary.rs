@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use mballoc_lab::report::table::fmt_num;
+use mballoc_lab::report::table::{fmt_num, frag_groups_of};
 use mballoc_lab::workload::RunResult;
 
 use super::output::heading;
@@ -53,12 +53,16 @@ fn group_of(name: &str) -> Option<usize> {
 
 /// The summary text (see the module doc).
 pub fn summary(r: &RunResult) -> String {
-    let mut groups: BTreeMap<usize, Vec<(&str, f64)>> = BTreeMap::new();
+    let mut groups: BTreeMap<usize, Vec<(&str, String)>> = BTreeMap::new();
     for (k, &v) in &r.scalars {
+        let value = match (k.as_str(), frag_groups_of(&r.scalars)) {
+            ("frag_pct_mean", Some(ctx)) => format!("{} {ctx}", fmt_num(v)),
+            _ => fmt_num(v),
+        };
         groups
             .entry(group_of(k).unwrap_or(GROUPS.len()))
             .or_default()
-            .push((k, v));
+            .push((k, value));
     }
     let mut s = heading(r);
     s.push('\n');
@@ -83,11 +87,11 @@ pub fn summary(r: &RunResult) -> String {
 }
 
 /// `name value` cells, three per line, columns aligned.
-fn grid(items: &[(&str, f64)]) -> String {
+fn grid(items: &[(&str, String)]) -> String {
     let name_w = items.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let cells: Vec<String> = items
         .iter()
-        .map(|(k, v)| format!("{k:<name_w$} {:>12}", fmt_num(*v)))
+        .map(|(k, v)| format!("{k:<name_w$} {v:>12}"))
         .collect();
     let mut s = String::new();
     for line in cells.chunks(3) {
@@ -123,5 +127,12 @@ mod tests {
         }
         assert!(s.contains("  workload\n"), "{s}");
         assert!(s.contains("12.50"), "{s}");
+        r.scalars.insert("fragmented_bg_count".into(), 4.0);
+        r.scalars.insert("data_bg_count".into(), 31.0);
+        assert!(
+            summary(&r).contains("12.50 [4/31 groups]"),
+            "{}",
+            summary(&r)
+        );
     }
 }

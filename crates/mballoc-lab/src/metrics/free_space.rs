@@ -205,7 +205,7 @@ fn check_extent(group: usize, start: u32, len: u32, bpg: u32) -> Result<(), Metr
 }
 
 /// Maximal runs of zero bits in the first `nbits` bits of an ext4-style bitmap.
-fn bitmap_runs(bits: &[u8], nbits: u32) -> Vec<GroupExtent> {
+pub(crate) fn bitmap_runs(bits: &[u8], nbits: u32) -> Vec<GroupExtent> {
     let mut runs = Vec::new();
     let mut run_start: Option<u32> = None;
     for i in 0..nbits {

@@ -115,22 +115,29 @@ pub fn total_counters(groups: &[MbGroup]) -> Vec<u64> {
     sum
 }
 
+/// The header line of `/proc/fs/ext4/<dev>/mb_groups`.
+pub const MB_GROUPS_HEADER: &str = "#group: free  frags first [ 2^0   2^1   2^2   2^3   2^4   \
+     2^5   2^6   2^7   2^8   2^9   2^10  2^11  2^12  2^13  ]\n";
+
+/// One group's line, without the newline (`ext4_mb_seq_groups_show`).
+pub fn mb_group_line(g: &MbGroup) -> String {
+    let mut s = format!(
+        "#{:<5}: {:<5} {:<5} {:<5} [",
+        g.group, g.free, g.frags, g.first
+    );
+    for c in g.counters.iter().take(MB_GROUPS_COLUMNS) {
+        let _ = write!(s, " {c:<5}");
+    }
+    s.push_str(" ]");
+    s
+}
+
 /// The lines in `/proc/fs/ext4/<dev>/mb_groups` layout.
 pub fn render_mb_groups(groups: &[MbGroup]) -> String {
-    let mut s = String::from(
-        "#group: free  frags first [ 2^0   2^1   2^2   2^3   2^4   2^5   2^6   \
-         2^7   2^8   2^9   2^10  2^11  2^12  2^13  ]\n",
-    );
+    let mut s = String::from(MB_GROUPS_HEADER);
     for g in groups {
-        let _ = write!(
-            s,
-            "#{:<5}: {:<5} {:<5} {:<5} [",
-            g.group, g.free, g.frags, g.first
-        );
-        for c in g.counters.iter().take(MB_GROUPS_COLUMNS) {
-            let _ = write!(s, " {c:<5}");
-        }
-        s.push_str(" ]\n");
+        s.push_str(&mb_group_line(g));
+        s.push('\n');
     }
     s
 }

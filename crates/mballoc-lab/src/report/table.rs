@@ -19,6 +19,23 @@ pub struct ComparisonRow {
     /// Free text for the optional note column (e.g. a published figure to set beside ours).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Printed after A's and B's values, e.g. [`frag_groups`] beside a `frag_pct_mean`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<(String, String)>,
+}
+
+/// `[fragmented/data groups]`, printed beside an fsperf `frag_pct_mean`: the mean is over the
+/// fragmented data groups only, so it reads right only with how many groups it covers.
+pub fn frag_groups(fragmented: f64, data: f64) -> String {
+    format!("[{}/{} groups]", fmt_num(fragmented), fmt_num(data))
+}
+
+/// [`frag_groups`] from a run's scalars (`fragmented_bg_count`, `data_bg_count`).
+pub fn frag_groups_of(scalars: &std::collections::BTreeMap<String, f64>) -> Option<String> {
+    Some(frag_groups(
+        *scalars.get("fragmented_bg_count")?,
+        *scalars.get("data_bg_count")?,
+    ))
 }
 
 /// A titled A-vs-B table.
@@ -81,7 +98,24 @@ impl ComparisonTable {
             a,
             b,
             note: None,
+            context: None,
         });
+        self
+    }
+
+    /// Appends a row whose values are followed by context, e.g. `21.89 [10/36 groups]`.
+    pub fn row_with_context(
+        &mut self,
+        metric: &str,
+        a: f64,
+        b: f64,
+        context_a: &str,
+        context_b: &str,
+    ) -> &mut Self {
+        self.row(metric, a, b);
+        if let Some(r) = self.rows.last_mut() {
+            r.context = Some((context_a.to_string(), context_b.to_string()));
+        }
         self
     }
 
@@ -115,6 +149,18 @@ impl ComparisonTable {
         Ok(t)
     }
 
+    /// For a `…frag_pct_mean` row without context: [`frag_groups`] from the table's own
+    /// `…fragmented_bg_count` and `…data_bg_count` rows of the same prefix, when it has both.
+    fn implied_frag_groups(&self, metric: &str) -> Option<(String, String)> {
+        let prefix = metric.strip_suffix("frag_pct_mean")?;
+        let find = |name: &str| {
+            let want = format!("{prefix}{name}");
+            self.rows.iter().find(|r| r.metric == want)
+        };
+        let (f, d) = (find("fragmented_bg_count")?, find("data_bg_count")?);
+        Some((frag_groups(f.a, d.a), frag_groups(f.b, d.b)))
+    }
+
     /// The table as aligned text.
     pub fn render(&self) -> String {
         let mut header = vec![
@@ -128,10 +174,16 @@ impl ComparisonTable {
             .rows
             .iter()
             .map(|r| {
+                let with = |v: f64, ctx: Option<&String>| match ctx {
+                    Some(c) => format!("{} {c}", fmt_num(v)),
+                    None => fmt_num(v),
+                };
+                let implied = self.implied_frag_groups(&r.metric);
+                let ctx = r.context.as_ref().or(implied.as_ref());
                 let mut c = vec![
                     r.metric.clone(),
-                    fmt_num(r.a),
-                    fmt_num(r.b),
+                    with(r.a, ctx.map(|c| &c.0)),
+                    with(r.b, ctx.map(|c| &c.1)),
                     fmt_delta(r.a, r.b),
                 ];
                 if self.note_label.is_some() {

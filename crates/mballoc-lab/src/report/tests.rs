@@ -304,3 +304,20 @@ fn single_bar_chart() {
     plot_bars("many", "x", "y", &labels, &values, &d.join("many.svg")).unwrap();
     assert_svg(&d.join("many.svg"), "many");
 }
+
+#[test]
+fn frag_pct_mean_rows_show_their_group_counts() {
+    let mut t = ComparisonTable::new("", "a", "b");
+    t.row("w T=1: frag_pct_mean", 43.59, 10.0)
+        .row("w T=1: fragmented_bg_count", 6.0, 2.0)
+        .row("w T=1: data_bg_count", 14.0, 15.0)
+        .row("v T=1: frag_pct_mean", 1.0, 2.0);
+    let text = t.render();
+    let line = |m: &str| text.lines().find(|l| l.contains(m)).unwrap().to_string();
+    let w = line("w T=1: frag_pct_mean");
+    assert!(
+        w.contains("43.59 [6/14 groups]") && w.contains("10 [2/15 groups]"),
+        "{text}"
+    );
+    assert!(!line("v T=1: frag_pct_mean").contains("groups"), "{text}");
+}

@@ -42,6 +42,9 @@ pub enum LabError {
     #[error("file layer: {0}")]
     Fs(#[from] FsError),
 
+    #[error("image: {0}")]
+    Image(#[from] crate::image::ImageError),
+
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::MetricsError),
 

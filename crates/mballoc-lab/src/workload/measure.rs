@@ -101,7 +101,7 @@ pub fn finish(env: &Env, mut out: Output) -> Result<RunResult, LabError> {
     let mut series = std::mem::take(&mut out.series);
     let mut detail = std::mem::take(&mut out.detail);
 
-    free_space_metrics(env, &space, &mut s, &mut series, &mut detail)?;
+    free_space_metrics(env, &space, &out.files, &mut s, &mut series, &mut detail)?;
     file_metrics(env, &out.files, &mut s, &mut series, &mut detail)?;
     call_metrics(&out, &mut s, &mut series, &mut detail);
     allocator_metrics(env, &touched, &space, &mut s, &mut detail)?;
@@ -115,6 +115,7 @@ pub fn finish(env: &Env, mut out: Output) -> Result<RunResult, LabError> {
         settings: env.cfg.settings.clone(),
         threads: env.cfg.threads,
         fs_size: env.fs_size,
+        image: env.cfg.image.as_ref().map(|i| i.path.display().to_string()),
         seed: env.cfg.seed,
         elapsed_s: out.elapsed_s,
         scalars: s,
@@ -123,21 +124,39 @@ pub fn finish(env: &Env, mut out: Output) -> Result<RunResult, LabError> {
     })
 }
 
+/// fsperf's data groups: block groups holding data of a file that still exists (what the
+/// reference runner reads from filefrag), or data a pre-fill or an earlier pass left (part of
+/// the start state). Groups holding only metadata, or data since deleted, are not data groups.
+pub fn data_groups(env: &Env, space: &FreeSpace, files: &[File]) -> Vec<bool> {
+    let geo = &env.geo;
+    let mut is_data: Vec<bool> = free_runs(geo, &env.base_used)
+        .iter()
+        .enumerate()
+        .map(|(g, runs)| {
+            let free: u32 = runs.iter().map(|r| r.1).sum();
+            geo.group_len(g as u32) - free > env.meta_used[g]
+        })
+        .collect();
+    debug_assert_eq!(is_data.len(), space.group_count());
+    for m in files.iter().flat_map(|f| f.map.iter()) {
+        let (first, _) = geo.locate(m.physical);
+        let (last, _) = geo.locate(m.physical + u64::from(m.len) - 1);
+        for g in first..=last {
+            is_data[g as usize] = true;
+        }
+    }
+    is_data
+}
+
 fn free_space_metrics(
     env: &Env,
     space: &FreeSpace,
+    files: &[File],
     s: &mut BTreeMap<String, f64>,
     series: &mut BTreeMap<String, Vec<(f64, f64)>>,
     detail: &mut Map<String, Value>,
 ) -> Result<(), LabError> {
-    // fsperf keeps only block groups holding data: here, groups with more in use than mkfs put
-    // there (metadata-only groups would otherwise count as fragmented).
-    let is_data: Vec<bool> = (0..space.group_count())
-        .map(|g| {
-            let used = u64::from(env.geo.group_len(g as u32)) - space.group_free(g);
-            used > u64::from(env.meta_used[g])
-        })
-        .collect();
+    let is_data = data_groups(env, space, files);
     let mut frag = fsperf_frag_masked(space, &is_data)?;
     s.insert(
         "data_bg_count".into(),

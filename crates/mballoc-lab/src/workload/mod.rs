@@ -72,6 +72,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "possible CPUs of the simulated machine (default: max(threads, 2))",
     ),
     (
+        "scale",
+        "fsperf tests: volume scale of fsperf's job files (0..1, default 1; 0.5 = the scaled files of kernel-frag/jobs)",
+    ),
+    (
         "lazy",
         "1: leave group bitmaps unread until needed (default: on for big fs and cold-mount workloads)",
     ),
@@ -88,7 +92,7 @@ static CATALOG: &[WorkloadInfo] = &[
     },
     WorkloadInfo {
         name: "bufferedappendvsfallocate",
-        description: "W3 fsperf: 4 x 256 MiB short-lived fallocates against 32 x 64 KiB fdatasync appenders",
+        description: "W3 fsperf: 4 x 256 MiB short-lived fallocates (500 ms apart, 20 s) against 32 x 64 KiB fdatasync appenders",
     },
     WorkloadInfo {
         name: "correlatedlifetimes",
@@ -113,6 +117,10 @@ static CATALOG: &[WorkloadInfo] = &[
     WorkloadInfo {
         name: "fragscan",
         description: "W10 mb_optimize_scan test: no free 2 MiB run anywhere, then 3 runs of 10 x 2 MiB writes",
+    },
+    WorkloadInfo {
+        name: "imageappend",
+        description: "with --image: 64 KiB buffered appends + fsync to every regular file of the image (where do the next appends land?)",
     },
     WorkloadInfo {
         name: "appenders",
@@ -152,6 +160,17 @@ pub struct RunConfig {
     pub quick: bool,
     /// Busy time per bitmap load of the in-memory device, ns (seed 003).
     pub load_cost_ns: u64,
+    /// Start from this ext4 image's state instead of a fresh layout (`fs_size` is then the
+    /// image's).
+    pub image: Option<ImageRun>,
+}
+
+/// An ext4 image a run starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRun {
+    pub path: std::path::PathBuf,
+    /// Read it even while it is mounted read-write.
+    pub allow_mounted: bool,
 }
 
 /// Progress reporting hooks (a progress bar in the CLI).
@@ -178,6 +197,9 @@ pub struct RunResult {
     pub settings: Vec<String>,
     pub threads: u32,
     pub fs_size: u64,
+    /// The ext4 image the run started from, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub seed: u64,
     pub elapsed_s: f64,
     /// Flat metrics under the names docs/lab.md defines.
@@ -214,6 +236,7 @@ fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
         | "funnysizeslow" => (fsperf::run, &fsperf::SPEC),
         "fragscan" => (fragscan::run, &fragscan::SPEC),
         "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
+        "imageappend" => (streams::imageappend, &streams::SPEC_IMAGEAPPEND),
         "seed004" => (streams::seed004, &streams::SPEC_SEED004),
         "aging" => (aging::run, &aging::SPEC),
         _ => return None,

@@ -16,6 +16,8 @@ pub struct LabSettings {
     pub ops: Option<u64>,
     pub cpus: Option<u32>,
     pub lazy: Option<bool>,
+    /// Volume scale of the fsperf job files (1 = as published).
+    pub scale: Option<f64>,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -31,6 +33,7 @@ impl Default for LabSettings {
             ops: None,
             cpus: None,
             lazy: None,
+            scale: None,
             tunables: Vec::new(),
         }
     }
@@ -87,6 +90,13 @@ impl LabSettings {
                             .filter(|&c| c <= 4096)
                             .ok_or_else(|| LabError::bad(name, v, "must be in 1 ..= 4096"))?,
                     )
+                }
+                "scale" => {
+                    let x = fraction(name, v, 1.0)?;
+                    if x == 0.0 {
+                        return Err(LabError::bad(name, v, "must be in (0, 1]"));
+                    }
+                    s.scale = Some(x);
                 }
                 "lazy" => {
                     s.lazy = Some(match v {
@@ -148,6 +158,12 @@ mod tests {
             "{e}"
         );
         assert!(LabSettings::parse(&v(&["ops=0"])).is_err());
+        assert!(LabSettings::parse(&v(&["scale=0"])).is_err());
+        assert!(LabSettings::parse(&v(&["scale=1.5"])).is_err());
+        assert_eq!(
+            LabSettings::parse(&v(&["scale=0.5"])).unwrap().scale,
+            Some(0.5)
+        );
         assert!(LabSettings::parse(&v(&["novalue"])).is_err());
         assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
         assert!(LabSettings::parse(&v(&["age=0.5", "prefill=0.5"])).is_err());

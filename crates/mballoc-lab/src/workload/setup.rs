@@ -12,8 +12,9 @@ use mballoc::{apply_settings, Allocator, Geometry, MemSource};
 use super::error::LabError;
 use super::prefill::{free_runs, prefill_ranges, union, Holes};
 use super::settings::LabSettings;
-use super::{aging, Progress, RunConfig};
+use super::{aging, ImageRun, Progress, RunConfig};
 use crate::fs::{File, Fs, Recorder};
+use crate::image::{Image, ImageStart, OpenOptions};
 use crate::mkfs;
 
 /// Most threads a run may ask for.
@@ -63,7 +64,7 @@ pub struct Env {
     pub fs: Fs,
     /// What ran before the workload and touched groups that `base_used` does not describe.
     pub pre: Recorder,
-    /// Files the aging pass left.
+    /// Files the aging pass left, or the image's files.
     pub aged_files: Vec<File>,
     /// Groups still as mkfs left them, `BLOCK_UNINIT` ([`mkfs::Layout::block_uninit_groups`]
     /// less the groups a pre-fill or the aging wrote): a lazily loaded allocator computes their
@@ -103,6 +104,9 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
             format!("must be in 1 ..= {MAX_THREADS}"),
         ));
     }
+    if let Some(image) = &cfg.image {
+        return from_image(cfg, lab, image);
+    }
     let fs_size = match cfg.fs_size {
         0 if cfg.quick => spec.quick_bytes,
         0 => spec.full_bytes,
@@ -117,8 +121,6 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         layout.flex_bg_size,
     )?;
     let cpus = lab.cpus.unwrap_or(cfg.threads.max(2));
-    let mut tun = cfg.policy.tunables(&geo, cpus);
-    apply_settings(&mut tun, &lab.tunables, &geo)?;
     let prefill = match lab.prefill {
         Some(u) => Some((u, spec.prefill_holes)),
         None if lab.age.is_none() => spec.prefill,
@@ -140,17 +142,8 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
             .filter(|&g| now[g as usize] == meta_used[g as usize])
             .collect()
     };
-    let alloc = Allocator::builder(geo)
-        .source(Box::new(device(
-            &geo,
-            &base_used,
-            &block_uninit,
-            cfg.load_cost_ns,
-        )?))
-        .tunables(tun)
-        .cpus(cpus)
-        .lazy(lazy)
-        .build()?;
+    let dev = device(&geo, &base_used, &block_uninit, cfg.load_cost_ns)?;
+    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(dev), lazy)?;
     let fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
     let mut env = Env {
         meta_used,
@@ -173,6 +166,81 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         env.remount(&aged.rec.touched, lazy)?;
     }
     Ok(env)
+}
+
+/// The allocator of a run: the policy's tunables with the settings on top, over `source`.
+fn allocator(
+    cfg: &RunConfig,
+    lab: &LabSettings,
+    geo: Geometry,
+    cpus: u32,
+    source: Box<dyn mballoc::BitmapSource>,
+    lazy: bool,
+) -> Result<Allocator, LabError> {
+    let mut tun = cfg.policy.tunables(&geo, cpus);
+    apply_settings(&mut tun, &lab.tunables, &geo)?;
+    Ok(Allocator::builder(geo)
+        .source(source)
+        .tunables(tun)
+        .cpus(cpus)
+        .lazy(lazy)
+        .build()?)
+}
+
+/// The environment of a run that starts from an ext4 image: as a fresh mount of it (bitmaps
+/// read when first needed, `BLOCK_UNINIT` groups computed, groups whose bitmap fails left
+/// out), with the image's files under their own inode numbers; new files are numbered after
+/// the highest one. The image is only read.
+fn from_image(cfg: &RunConfig, lab: LabSettings, run: &ImageRun) -> Result<Env, LabError> {
+    if lab.prefill.is_some() || lab.age.is_some() {
+        return Err(LabError::bad(
+            if lab.age.is_some() { "age" } else { "prefill" },
+            run.path.display(),
+            "not with an image: the image is the starting state (the aging workload ages it further)",
+        ));
+    }
+    let img = Image::open(
+        &run.path,
+        OpenOptions {
+            allow_mounted: run.allow_mounted,
+        },
+    )?;
+    let start = ImageStart::load(&img)?;
+    let geo = start.geo;
+    let cpus = lab.cpus.unwrap_or(cfg.threads.max(2));
+    let source = start
+        .source()?
+        .with_load_cost(Duration::from_nanos(cfg.load_cost_ns));
+    // ext4 reads no bitmap at mount.
+    let lazy = lab.lazy.unwrap_or(true);
+    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy)?;
+    let fs = Fs::new(Arc::new(alloc), start.inodes_per_group, lab.commit_ops)?;
+    let files = start
+        .files
+        .iter()
+        .map(|f| {
+            let mut file = fs.create_with_ino(f.ino);
+            for e in &f.extents {
+                file.map.insert(e.logical, e.physical, e.len);
+            }
+            file.size = f.size;
+            file.open = false;
+            file
+        })
+        .collect();
+    Ok(Env {
+        cfg: cfg.clone(),
+        lab,
+        geo,
+        fs_size: geo.blocks_count() * u64::from(geo.block_size()),
+        cpus,
+        base_used: union(&start.used, &[]),
+        meta_used: start.meta_used,
+        fs,
+        pre: Recorder::default(),
+        aged_files: files,
+        block_uninit: start.block_uninit,
+    })
 }
 
 impl Env {
@@ -269,6 +337,7 @@ mod tests {
             seed: 1,
             quick: true,
             load_cost_ns: 0,
+            image: None,
         };
         let spec = FsSpec {
             lazy: true,

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use super::error::LabError;
-use super::exec::{run_jobs, Job};
+use super::exec::{run_jobs, Job, JobsOutcome};
 use super::measure::Output;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
@@ -25,6 +25,8 @@ pub const SPEC_SEED004: FsSpec = FsSpec::sized(4 << 30, 64 << 30);
 enum How {
     Fallocate,
     Direct,
+    /// A buffered write then fsync (delayed allocation placed at writeback).
+    Buffered,
 }
 
 struct Stream {
@@ -46,6 +48,10 @@ impl Job for Stream {
         match self.how {
             How::Fallocate => t.fallocate(f, at, self.bs, false)?,
             How::Direct => t.write_direct(f, at, self.bs)?,
+            How::Buffered => {
+                t.write_buffered(f, at, self.bs)?;
+                t.fsync(f)?;
+            }
         }
         self.done += 1;
         Ok(())
@@ -82,12 +88,7 @@ fn run_streams(
             }) as Box<dyn Job>
         })
         .collect();
-    progress.start(&cfg.workload, writers * count);
-    let t0 = Instant::now();
-    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
-    env.fs.commit()?;
-    progress.finish();
-    let elapsed = t0.elapsed().as_secs_f64();
+    let (done, elapsed) = run_timed(cfg, &env, jobs, writers * count, progress)?;
     let mut out = Output::new(done.rec, done.files, done.ops, writers as u32, elapsed);
     out.scalar("writers", writers as f64);
     out.scalar("bytes_written", (writers * count * bs) as f64);
@@ -124,6 +125,82 @@ pub fn appenders(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Outpu
         count,
         progress,
     )
+}
+
+/// `imageappend`: any size (it needs `--image`; the size is the image's).
+pub const SPEC_IMAGEAPPEND: FsSpec = FsSpec::sized(1 << 30, 16 << 30);
+/// Bytes per append of `imageappend`.
+const IMAGE_APPEND_BS: u64 = 64 << 10;
+
+/// `imageappend`: every regular file of the image gets appended to, 64 KiB buffered writes with
+/// fsync, round-robin (default 16 per file, 256 at full scale; `ops=N`). Each append aims where
+/// the kernel aims it, past the file's last extent (`ext4_ext_find_goal`), so the run shows
+/// where the next appends of that file system land and how many new extents they cost.
+pub fn imageappend(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), LabError> {
+    let env = build(cfg, &SPEC_IMAGEAPPEND, progress)?;
+    if env.aged_files.is_empty() {
+        return Err(LabError::bad(
+            "image",
+            cfg.image
+                .as_ref()
+                .map_or("none".into(), |i| i.path.display().to_string()),
+            "imageappend appends to an image's regular files: give --image with some",
+        ));
+    }
+    let appends = env.lab.ops.unwrap_or(if cfg.quick { 16 } else { 256 });
+    let n = env.aged_files.len() as u64;
+    env.require(n * appends * IMAGE_APPEND_BS)?;
+    let before: u64 = env.aged_files.iter().map(extent_count).sum();
+    let jobs: Vec<Box<dyn Job>> = env
+        .aged_files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut file = f.clone();
+            file.open = true;
+            let start = file.size.div_ceil(IMAGE_APPEND_BS);
+            Box::new(Stream {
+                how: How::Buffered,
+                bs: IMAGE_APPEND_BS,
+                count: start + appends,
+                done: start,
+                cpu: env.cpu_of(i),
+                file: Some(file),
+            }) as Box<dyn Job>
+        })
+        .collect();
+    let (done, elapsed) = run_timed(cfg, &env, jobs, n * appends, progress)?;
+    let after: u64 = done.files.iter().map(extent_count).sum();
+    let mut out = Output::new(done.rec, done.files, done.ops, n as u32, elapsed);
+    out.scalar("appended_files", n as f64);
+    out.scalar("bytes_appended", (n * appends * IMAGE_APPEND_BS) as f64);
+    // How many extents (as filefrag counts them) the appends added per file.
+    out.scalar(
+        "new_extents_per_file",
+        (after - before.min(after)) as f64 / n as f64,
+    );
+    Ok((env, out))
+}
+
+/// Runs `jobs` (`total` steps) to the end and commits; returns what they did and the seconds.
+fn run_timed(
+    cfg: &RunConfig,
+    env: &Env,
+    jobs: Vec<Box<dyn Job>>,
+    total: u64,
+    progress: &dyn Progress,
+) -> Result<(JobsOutcome, f64), LabError> {
+    progress.start(&cfg.workload, total);
+    let t0 = Instant::now();
+    let done = run_jobs(&cfg.workload, &env.fs, jobs, cfg.threads as usize, progress)?;
+    env.fs.commit()?;
+    progress.finish();
+    Ok((done, t0.elapsed().as_secs_f64()))
+}
+
+/// filefrag's extent count of one file.
+fn extent_count(f: &File) -> u64 {
+    crate::metrics::filefrag::filefrag_count(&f.map.to_file_extents())
 }
 
 /// Seed 004.

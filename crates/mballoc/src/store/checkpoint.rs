@@ -65,6 +65,12 @@ impl DevIo {
             .map_err(|e| StoreError::io("size the device", 0, &e))
     }
 
+    pub(crate) fn allocated_len(&self) -> Result<Option<u64>, StoreError> {
+        self.dev
+            .allocated_len()
+            .map_err(|e| StoreError::io("stat the device", 0, &e))
+    }
+
     pub(crate) fn bytes_written(&self) -> u64 {
         self.written.load(Relaxed)
     }

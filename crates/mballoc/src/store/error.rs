@@ -52,8 +52,9 @@ pub enum StoreError {
     #[error("commit frees block {block}, which is not in use")]
     NotAllocated { block: u64 },
 
-    /// The commit's log record does not fit the log area chosen at create time.
-    #[error("commit needs a {bytes}-byte log record but the log holds {capacity} bytes; commit more often")]
+    /// The commit's log record does not fit the log area chosen at create time; nothing was
+    /// written. Cut it with [`fit_commit`](super::fit_commit), as the allocator does.
+    #[error("commit needs a {bytes}-byte log record but a log slot holds {capacity} bytes; cut it with store::fit_commit")]
     CommitTooLarge { bytes: u64, capacity: u64 },
 
     /// The device is smaller than the layout needs.
@@ -63,6 +64,25 @@ pub enum StoreError {
     /// A geometry the store cannot represent.
     #[error("invalid geometry: {what}")]
     Geometry { what: String },
+
+    /// Another process holds a lock that conflicts with this open: a writer's exclusive lock,
+    /// or (for a read-write open) readers' shared locks.
+    #[error(
+        "{path}: in use by another process (this {access} open waited {waited_ms} ms for its lock)"
+    )]
+    InUse {
+        path: String,
+        access: &'static str,
+        waited_ms: u64,
+    },
+
+    /// A store lives in a regular file or on a block device; `kind` is what `path` is instead.
+    #[error("{path} is a {kind}, not a regular file or block device")]
+    NotAStoreFile { path: String, kind: &'static str },
+
+    /// The store was opened read-only and was asked to change.
+    #[error("the store was opened read-only: cannot {op}")]
+    ReadOnly { op: &'static str },
 
     /// An earlier commit failed half-way through its I/O; what is on disk is only known after
     /// recovery, so the store refuses further commits until it is reopened.
@@ -78,6 +98,21 @@ impl StoreError {
             offset,
             kind: e.kind(),
             message: e.to_string(),
+        }
+    }
+
+    /// [`io`](Self::io), naming the file.
+    pub(crate) fn io_at(
+        path: &std::path::Path,
+        op: &'static str,
+        offset: u64,
+        e: &io::Error,
+    ) -> Self {
+        StoreError::Io {
+            op,
+            offset,
+            kind: e.kind(),
+            message: format!("{}: {e}", path.display()),
         }
     }
 }

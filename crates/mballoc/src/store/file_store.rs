@@ -17,11 +17,12 @@ use parking_lot::{Mutex, RwLock};
 
 use super::bitmap::BitmapBytes;
 use super::checkpoint::{write_groups, DevIo, GroupImage};
+use super::corrupt::{CorruptSet, Why};
 use super::delta::{apply_checked, split, GroupDelta};
-use super::device::{Device, FileDevice};
+use super::device::{Access, Device, FileDevice, OpenOptions};
 use super::format::{
     bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce,
-    DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, LOG_HEAD, SB_AREA,
+    DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, DESC_LEN, LOG_HEAD, SB_AREA,
 };
 use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup, MAX_SEQ};
 use super::recovery::{desc_for, recover};
@@ -32,9 +33,12 @@ use crate::geometry::Geometry;
 /// Choices made once, at create.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileStoreOptions {
-    /// Bytes reserved for the write-ahead log. One commit's record must fit in half of what
-    /// is left after the 4 KiB log head: 32 bytes, plus 12 per group touched, plus 8 per
-    /// group-sized piece of an extent. Default 4 MiB (about 260,000 pieces per commit).
+    /// Bytes reserved for the write-ahead log, from 8 KiB to [`MAX_LOG_LEN`](super::MAX_LOG_LEN).
+    /// One store commit's record must fit in half of what is left after the 4 KiB log head:
+    /// 36 bytes, plus 12 per group touched, plus 8 per group-sized piece of an extent.
+    /// Default 4 MiB (about 260,000 pieces per store commit). The allocator cuts a larger
+    /// commit into several ([`fit_commit`](super::fit_commit)), so the size only sets how
+    /// often a very large commit syncs.
     pub log_len: u64,
 }
 
@@ -50,7 +54,7 @@ impl Default for FileStoreOptions {
 struct State {
     descs: Vec<DiskDesc>,
     /// Corrupt groups and why; their descriptors in `descs` are not to be trusted.
-    corrupt: BTreeMap<u32, String>,
+    corrupt: CorruptSet,
     cache: HashMap<u32, Box<[u8]>>,
     seq: u64,
     poisoned: Option<String>,
@@ -66,6 +70,7 @@ pub struct FileStore {
     loads: AtomicU64,
     commits: AtomicU64,
     recovered: Option<CommitId>,
+    access: Access,
 }
 
 /// A group's part of a commit once prepared in memory.
@@ -91,16 +96,28 @@ impl FileStore {
         opts: FileStoreOptions,
     ) -> Result<Self, StoreError> {
         let len = Self::required_len(&geometry, opts)?;
-        let dev = FileDevice::create(path, len)
-            .map_err(|e| StoreError::io("create the store file", 0, &e))?;
+        let dev = FileDevice::create(path, len)?;
         Self::create_on(Arc::new(dev), geometry, used, opts)
     }
 
-    /// Opens the store at `path`, recovering the last commit if a crash interrupted it.
+    /// Opens the store at `path` for writing, recovering the last commit if a crash
+    /// interrupted it. Holds the store's exclusive lock until dropped: another process's open
+    /// fails at once with [`StoreError::InUse`] (see [`open_with`](Self::open_with) to wait).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let dev =
-            FileDevice::open(path).map_err(|e| StoreError::io("open the store file", 0, &e))?;
-        Self::open_on(Arc::new(dev))
+        Self::open_with(path, OpenOptions::default())
+    }
+
+    /// Opens the store at `path` without ever writing to it, under a shared lock: works on a
+    /// file the caller may only read. A commit the log holds but the store has not applied is
+    /// replayed in memory only; [`commit`](Store::commit) fails with [`StoreError::ReadOnly`].
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, OpenOptions::read_only())
+    }
+
+    /// Opens the store at `path` with the access and lock wait of `opts`.
+    pub fn open_with(path: &Path, opts: OpenOptions) -> Result<Self, StoreError> {
+        let dev = FileDevice::open(path, opts)?;
+        Self::open_device(Arc::new(dev), opts.access)
     }
 
     /// Bytes a device must hold for this geometry.
@@ -148,18 +165,30 @@ impl FileStore {
         Self::open_on(device)
     }
 
-    /// Opens a store on `device`: superblock, recovery, descriptors.
+    /// Opens a store on `device` for reading and writing: superblock, recovery, descriptors.
+    /// No lock: the caller owns the device.
     pub fn open_on(device: Arc<dyn Device>) -> Result<Self, StoreError> {
+        Self::open_device(device, Access::ReadWrite)
+    }
+
+    /// [`open_read_only`](Self::open_read_only) on any device: nothing is ever written to it.
+    pub fn open_on_read_only(device: Arc<dyn Device>) -> Result<Self, StoreError> {
+        Self::open_device(device, Access::ReadOnly)
+    }
+
+    fn open_device(device: Arc<dyn Device>, access: Access) -> Result<Self, StoreError> {
         let io = DevIo::new(device);
         let sb = read_superblock(&io)?;
-        let rec = recover(&io, &sb)?;
-        let table = io.read(
-            "read the descriptors",
-            sb.layout.desc_off,
-            sb.layout.desc_table_len(),
-        )?;
-        let (descs, mut corrupt) = decode_table(&sb, &table);
-        corrupt.extend(rec.corrupt);
+        let rec = recover(&io, &sb, access)?;
+        let (mut descs, mut corrupt) = read_table(&io, &sb)?;
+        // A read-only replay left the disk as it was: its groups are what it rebuilt.
+        for (group, bitmap) in &rec.bitmaps {
+            descs[*group as usize] = desc_for(&sb, *group, bitmap);
+            corrupt.clear(*group);
+        }
+        for (group, why) in rec.corrupt {
+            corrupt.mark(group, why);
+        }
         let state = State {
             descs,
             corrupt,
@@ -175,10 +204,17 @@ impl FileStore {
             loads: AtomicU64::new(0),
             commits: AtomicU64::new(0),
             recovered: rec.replayed.map(CommitId),
+            access,
         })
     }
 
-    /// The commit that recovery replayed when this store was opened, if any.
+    /// Whether the store may write.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The commit that recovery replayed when this store was opened, if any (for a read-only
+    /// store: replayed in memory, still unapplied on disk).
     pub fn recovered(&self) -> Option<CommitId> {
         self.recovered
     }
@@ -208,17 +244,13 @@ impl FileStore {
     /// either reached its log record (then recovery applies it) or did not (then nothing of it
     /// is on disk), so afterwards memory and disk agree again and commits may resume.
     fn recover_poisoned(&self) -> Result<CommitId, StoreError> {
-        let rec = recover(&self.io, &self.sb)?;
-        let table = self.io.read(
-            "read the descriptors",
-            self.sb.layout.desc_off,
-            self.sb.layout.desc_table_len(),
-        )?;
-        let (descs, corrupt) = decode_table(&self.sb, &table);
+        let rec = recover(&self.io, &self.sb, Access::ReadWrite)?;
+        let (descs, corrupt) = read_table(&self.io, &self.sb)?;
         let mut st = self.state.lock();
         st.descs = descs;
-        for (group, what) in corrupt.into_iter().chain(rec.corrupt) {
-            st.corrupt.entry(group).or_insert(what);
+        st.corrupt.absorb(corrupt);
+        for (group, what) in rec.corrupt {
+            st.corrupt.mark(group, what);
         }
         // The cache may be behind the disk: an earlier recovery attempt may have replayed the
         // failed commit and then failed itself. Start again from what recovery rebuilt now.
@@ -247,11 +279,8 @@ impl FileStore {
     fn load(&self, group: u32) -> Result<Box<[u8]>, StoreError> {
         let desc = {
             let st = self.state.lock();
-            if let Some(what) = st.corrupt.get(&group) {
-                return Err(StoreError::Corrupt {
-                    group,
-                    what: what.clone(),
-                });
+            if let Some(why) = st.corrupt.why(group) {
+                return Err(self.corrupt_error(group, why));
             }
             if let Some(b) = st.cache.get(&group) {
                 return Ok(b.clone());
@@ -267,11 +296,28 @@ impl FileStore {
                 Ok(b)
             }
             Err(StoreError::Corrupt { group, what }) => {
-                st.corrupt.insert(group, what.clone());
+                st.corrupt.mark(group, what.clone());
                 Err(StoreError::Corrupt { group, what })
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The error for a load of corrupt `group`; a bad descriptor's details are decoded again.
+    fn corrupt_error(&self, group: u32, why: Why<'_>) -> StoreError {
+        let what = match why {
+            Why::Other(what) => what.to_string(),
+            Why::Descriptor => self
+                .io
+                .read("read a descriptor", self.sb.layout.desc_at(group), DESC_LEN)
+                .ok()
+                .and_then(|b| decode_desc(&self.sb, group, &b).err())
+                .map_or_else(
+                    || "descriptor failed its check at open".to_string(),
+                    |p| p.to_string(),
+                ),
+        };
+        StoreError::Corrupt { group, what }
     }
 
     /// Reads a group's bitmap from disk and checks its checksum and padding.
@@ -358,6 +404,9 @@ impl FileStore {
         };
         if commit.is_empty() {
             return Ok(CommitId(seq));
+        }
+        if self.access == Access::ReadOnly {
+            return Err(StoreError::ReadOnly { op: "commit" });
         }
         if seq >= MAX_SEQ {
             return Err(StoreError::BadLog {
@@ -455,7 +504,9 @@ fn write_initial(
     io.sync("sync the superblock")
 }
 
-/// Reads and validates the superblock, and checks the device is as large as it says.
+/// Reads and validates the superblock, and checks the device against it before anything the
+/// superblock sizes is allocated: the device must be as long as the layout, and (where it can
+/// be sparse) really hold enough bytes for the descriptor table that create wrote in full.
 pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
     let have = io.len()?;
     if have < SB_AREA {
@@ -471,23 +522,57 @@ pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
         );
         return Err(StoreError::BadSuperblock { what });
     }
+    check_allocated(io, &sb)?;
     Ok(sb)
 }
 
-/// Decodes every descriptor; a bad one marks its group corrupt instead of failing the open.
-fn decode_table(sb: &Superblock, table: &[u8]) -> (Vec<DiskDesc>, BTreeMap<u32, String>) {
-    let mut descs = Vec::with_capacity(sb.layout.groups as usize);
-    let mut corrupt = BTreeMap::new();
-    for (group, bytes) in (0..sb.layout.groups).zip(table.chunks(super::format::DESC_LEN)) {
-        match decode_desc(sb, group, bytes) {
-            Ok(d) => descs.push(d),
-            Err(p) => {
-                corrupt.insert(group, p.to_string());
-                descs.push(DiskDesc::default());
+/// A sparse file can claim any length for free, so length alone does not bound the work a
+/// superblock asks for. Create writes every descriptor, and each carries a 4-byte checksum that
+/// no compression removes, so a genuine store holds at least a quarter of its table's bytes;
+/// one eighth leaves a margin. Less means most of the table is a hole: not a store.
+fn check_allocated(io: &DevIo, sb: &Superblock) -> Result<(), StoreError> {
+    let Some(real) = io.allocated_len()? else {
+        return Ok(());
+    };
+    let table = sb.layout.desc_table_len() as u64;
+    if real >= table / 8 {
+        return Ok(());
+    }
+    Err(StoreError::BadSuperblock {
+        what: format!(
+            "{} groups need a {table}-byte descriptor table, but the device holds only {real} \
+             bytes of data (the rest is a hole): not a store",
+            sb.layout.groups
+        ),
+    })
+}
+
+/// Descriptors per read of the table: bounds the buffer whatever the table's size.
+const TABLE_PIECE: u32 = 1 << 16;
+
+/// Reads and decodes every descriptor, a piece at a time; a bad one marks its group corrupt
+/// instead of failing the open.
+fn read_table(io: &DevIo, sb: &Superblock) -> Result<(Vec<DiskDesc>, CorruptSet), StoreError> {
+    let groups = sb.layout.groups;
+    let mut descs = Vec::with_capacity(groups as usize);
+    let mut corrupt = CorruptSet::new(groups);
+    let mut first = 0;
+    while first < groups {
+        let n = TABLE_PIECE.min(groups - first);
+        let at = sb.layout.desc_at(first);
+        let piece = io.read("read the descriptors", at, n as usize * DESC_LEN)?;
+        for (group, bytes) in (first..first + n).zip(piece.chunks(DESC_LEN)) {
+            match decode_desc(sb, group, bytes) {
+                Ok(d) => descs.push(d),
+                Err(_) => {
+                    corrupt.mark_descriptor(group);
+                    descs.push(DiskDesc::default());
+                }
             }
         }
+        first += n;
     }
-    (descs, corrupt)
+    Ok((descs, corrupt))
 }
 
 impl Store for FileStore {
@@ -528,7 +613,7 @@ impl Store for FileStore {
     }
 
     fn corrupt_groups(&self) -> Vec<u32> {
-        self.state.lock().corrupt.keys().copied().collect()
+        self.state.lock().corrupt.groups()
     }
 
     fn verify(&self) -> Result<Vec<Problem>, StoreError> {
@@ -543,6 +628,10 @@ impl Store for FileStore {
             bytes_written: self.io.bytes_written(),
             syncs: self.io.syncs(),
         }
+    }
+
+    fn commit_capacity(&self) -> Option<u64> {
+        Some(self.sb.layout.record_capacity())
     }
 
     fn recover(&self) -> Result<CommitId, StoreError> {
@@ -564,7 +653,7 @@ impl Store for FileStore {
 fn public_desc(st: &State, group: u32) -> GroupDesc {
     let d = st.descs[group as usize];
     let mut flags = GroupFlags(d.flags);
-    if st.corrupt.contains_key(&group) {
+    if st.corrupt.contains(group) {
         flags.0 |= GroupFlags::CORRUPT.0;
     }
     GroupDesc {

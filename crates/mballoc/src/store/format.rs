@@ -31,6 +31,9 @@ pub(crate) const DESC_LEN: usize = 16;
 pub(crate) const LOG_HEAD: u64 = 4096;
 /// Default log size: two record slots of about 2 MiB.
 pub(crate) const DEFAULT_LOG_LEN: u64 = 4 << 20;
+/// Largest log a store may have. The allocator splits a commit to fit the log, so a larger one
+/// buys nothing, and a superblock claiming more is not trusted with a read that large.
+pub const MAX_LOG_LEN: u64 = 1 << 30;
 
 /// Where everything lives; a pure function of geometry and log size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +54,12 @@ fn round_up(x: u64, to: u64) -> u64 {
 
 impl Layout {
     pub(crate) fn new(geometry: &Geometry, log_len: u64) -> Result<Self, StoreError> {
-        if log_len < 2 * LOG_HEAD {
+        if !(2 * LOG_HEAD..=MAX_LOG_LEN).contains(&log_len) {
             return Err(StoreError::Geometry {
-                what: format!("log_len {log_len} < {}", 2 * LOG_HEAD),
+                what: format!(
+                    "log_len {log_len} is outside {}..={MAX_LOG_LEN}",
+                    2 * LOG_HEAD
+                ),
             });
         }
         let groups = geometry.group_count();

@@ -6,6 +6,9 @@
 //! * [`replay_log`]: the bytes replace the write-ahead log of a fixed, valid store, so that
 //!   recovery replays whatever they hold.
 //!
+//! Before either is opened for writing, a read-only open must write nothing, refuse to commit
+//! and see exactly the store that read-write recovery leaves.
+//!
 //! Either way the store must refuse the bytes with a typed error, or open and then keep every
 //! invariant: descriptors within bounds, each bitmap either valid or reported corrupt, the
 //! allocator on top consistent, a commit that works and survives a reopen, and (after a
@@ -68,9 +71,64 @@ pub fn open_image(bytes: &[u8]) -> Result<Outcome, Violation> {
         }
     }
     let dev = Arc::new(MemDevice::from_bytes(image));
+    check_read_only(&dev)?;
     match FileStore::open_on(dev.clone()) {
         Err(e) => Ok(Outcome::Rejected(e)),
         Ok(store) => exercise(&dev, store).map(Outcome::Opened),
+    }
+}
+
+/// What a store shows: where its log stands, every descriptor, every bitmap (or that it is
+/// corrupt), and which groups are corrupt once all were read.
+type View = (
+    CommitId,
+    Option<CommitId>,
+    Vec<super::GroupDesc>,
+    Vec<Option<Vec<u8>>>,
+    Vec<u32>,
+);
+
+fn view(s: &FileStore) -> View {
+    let descs = s.descriptors();
+    let bitmaps = (0..s.geometry().group_count())
+        .map(|g| s.read_bitmap(g).ok().map(|b| b.as_bytes().to_vec()))
+        .collect();
+    (
+        s.last_commit(),
+        s.recovered(),
+        descs,
+        bitmaps,
+        s.corrupt_groups(),
+    )
+}
+
+/// A read-only open of the device must write nothing, refuse to commit, and see exactly what
+/// a read-write open of a copy sees after its recovery wrote the log's last commit in place.
+fn check_read_only(dev: &Arc<MemDevice>) -> Result<(), Violation> {
+    let before = dev.to_bytes();
+    let ro = FileStore::open_on_read_only(dev.clone());
+    let ro_view = ro.as_ref().ok().map(view);
+    if let Ok(s) = &ro {
+        let c = super::Commit {
+            allocated: vec![Extent::new(s.geometry().first_data_block(), 1)],
+            freed: Vec::new(),
+        };
+        if !matches!(s.commit(&c), Err(StoreError::ReadOnly { .. })) {
+            return Err(violation("a read-only store took a commit"));
+        }
+    }
+    drop(ro);
+    if dev.to_bytes() != before {
+        return Err(violation("a read-only open wrote to the device"));
+    }
+    let rw = FileStore::open_on(Arc::new(MemDevice::from_bytes(before)));
+    match (ro_view, rw) {
+        (Some(ro), Ok(rw)) if ro != view(&rw) => Err(violation(
+            "a read-only open sees another store than read-write recovery leaves",
+        )),
+        (Some(_), Err(e)) => Err(violation(format!("only a read-write open failed: {e}"))),
+        (None, Ok(_)) => Err(violation("only a read-only open failed")),
+        _ => Ok(()),
     }
 }
 
@@ -200,6 +258,7 @@ pub fn replay_log(input: &[u8]) -> Result<Outcome, Violation> {
     let mut image = replay_base().to_vec();
     overlay_log(&mut image, input);
     let dev = Arc::new(MemDevice::from_bytes(image));
+    check_read_only(&dev)?;
     let store = match FileStore::open_on(dev.clone()) {
         Err(e) => return Ok(Outcome::Rejected(e)),
         Ok(s) => s,

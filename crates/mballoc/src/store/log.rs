@@ -52,14 +52,21 @@ pub(crate) struct RecordGroup {
     pub runs: Vec<Run>,
 }
 
+/// Bytes of a record before its first group entry: the header and the group count.
+pub(crate) const RECORD_FIXED: u64 = RECORD_HEADER as u64 + 4;
+/// Bytes of a group entry before its runs: group, flags, run count.
+pub(crate) const GROUP_ENTRY: u64 = 12;
+/// Bytes of one run.
+pub(crate) const RUN_ENTRY: u64 = 8;
+
 /// Bytes `rec` will take in the log.
 pub(crate) fn record_len(rec: &Record) -> u64 {
     let groups: u64 = rec
         .groups
         .iter()
-        .map(|g| 12 + 8 * g.runs.len() as u64)
+        .map(|g| GROUP_ENTRY + RUN_ENTRY * g.runs.len() as u64)
         .sum();
-    RECORD_HEADER as u64 + 4 + groups
+    RECORD_FIXED + groups
 }
 
 pub(crate) fn encode_record(nonce: u64, rec: &Record) -> Vec<u8> {
@@ -93,6 +100,17 @@ pub(crate) struct Header {
     pub body_len: u32,
     crc: u32,
     prefix_crc: u32,
+}
+
+impl Header {
+    /// The checksum state after the header, to feed a body through piece by piece.
+    pub(crate) fn crc_start(&self) -> u32 {
+        self.prefix_crc
+    }
+    /// Whether a body fed through from [`crc_start`](Self::crc_start) matches the header.
+    pub(crate) fn crc_matches(&self, crc: u32) -> bool {
+        crc == self.crc
+    }
 }
 
 /// Reads a record header; `None` if it is not one of this store's (never written, torn, or left

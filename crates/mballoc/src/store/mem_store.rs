@@ -2,8 +2,8 @@
 //! engines that persist allocation state some other way.
 //!
 //! It can charge a configurable cost per bitmap load, so that the effects of lazy group
-//! loading (the kernel's `ext4_mb_load_buddy` reading a bitmap from disk, §3.14–3.15 of the
-//! design notes) can be measured without a disk; the cost is paid outside any lock, like I/O
+//! loading (the kernel's `ext4_mb_load_buddy` reading a bitmap from disk through
+//! `ext4_read_block_bitmap`) can be measured without a disk; the cost is paid outside any lock, like I/O
 //! waits, so parallel loads overlap.
 
 use std::collections::BTreeMap;

@@ -4,7 +4,8 @@
 //! ([`Store::read_bitmap`]), keeps its own in-memory buddy from then on, and at commit hands the
 //! store every change since the last commit ([`Store::commit`]). This mirrors ext4, where
 //! `ext4_read_block_bitmap` fills the buddy cache and jbd2 makes bitmap and descriptor updates
-//! atomic per transaction (design notes §3.13, §4.2–4.3).
+//! atomic per transaction (`ext4_mb_mark_diskspace_used`, deferred frees released by
+//! `ext4_free_data_in_buddy` after the commit).
 //!
 //! Two stores:
 //! * [`MemStore`]: in memory, with an optional per-load cost so lazy-load effects can be
@@ -17,7 +18,8 @@
 
 mod bitmap;
 mod checkpoint;
-mod delta;
+mod corrupt;
+pub(crate) mod delta;
 mod device;
 mod error;
 mod fault;
@@ -33,10 +35,12 @@ mod verify;
 use crate::geometry::Geometry;
 
 pub use bitmap::BitmapBytes;
-pub use device::{Device, FileDevice, MemDevice};
+pub use delta::fit_commit;
+pub use device::{Access, Device, FileDevice, MemDevice, OpenOptions};
 pub use error::StoreError;
 pub use fault::{CrashMode, FaultDevice, FaultPlan, Tear};
 pub use file_store::{FileStore, FileStoreOptions};
+pub use format::MAX_LOG_LEN;
 pub use mem_store::{LoadCost, MemStore};
 pub use verify::{verify_device, Problem};
 
@@ -84,6 +88,13 @@ pub trait Store: Send + Sync {
     fn recover(&self) -> Result<CommitId, StoreError> {
         Ok(self.last_commit())
     }
+
+    /// The largest log record one [`commit`](Store::commit) may need, where the store has
+    /// such a limit; a larger commit fails with [`StoreError::CommitTooLarge`] and changes
+    /// nothing. [`fit_commit`] cuts a commit to fit (the allocator does so at every commit).
+    fn commit_capacity(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A shared store is a store: lets a caller keep a handle (for its own stats, or to look at
@@ -118,6 +129,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn recover(&self) -> Result<CommitId, StoreError> {
         (**self).recover()
+    }
+    fn commit_capacity(&self) -> Option<u64> {
+        (**self).commit_capacity()
     }
 }
 
@@ -193,5 +207,7 @@ pub struct StoreStats {
     pub syncs: u64,
 }
 
+#[cfg(test)]
+mod safety_tests;
 #[cfg(test)]
 mod tests;

@@ -6,18 +6,19 @@
 //! left) by applying the record's runs. The runs cover every bit the commit changed and set /
 //! clear are idempotent, so the result is exactly the committed bitmap; free counts and
 //! checksums are then recomputed from it, never trusted from a possibly torn descriptor.
-//! Replay is itself idempotent, so a crash during recovery is recovered the same way.
+//! Replay is itself idempotent, so a crash during recovery is recovered the same way. A
+//! read-only open does the same rebuild in memory and writes nothing.
 
 use super::bitmap::{count_set, BitmapBytes};
 use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::apply_unchecked;
 use super::format::{bitmap_crc, DiskDesc, Superblock};
 use super::log::{
-    decode_body, decode_header, decode_marker, encode_marker, Record, MARKER_LEN, MAX_SEQ,
+    decode_body, decode_header, decode_marker, encode_marker, Header, Record, MARKER_LEN, MAX_SEQ,
     RECORD_HEADER,
 };
 use super::replay_check::implausible_replay;
-use super::StoreError;
+use super::{Access, StoreError};
 
 /// What recovery found and did.
 pub(crate) struct Recovered {
@@ -34,9 +35,25 @@ pub(crate) struct Recovered {
 /// Groups and their rebuilt bitmaps.
 pub(crate) type GroupBitmaps = Vec<(u32, Box<[u8]>)>;
 
-pub(crate) fn recover(io: &DevIo, sb: &Superblock) -> Result<Recovered, StoreError> {
+/// Finds the latest commit and replays it if no marker says it was applied. `Access::ReadOnly`
+/// replays in memory only: the rebuilt bitmaps come back, nothing is written or synced, and
+/// the next read-write open replays the same record on disk.
+pub(crate) fn recover(
+    io: &DevIo,
+    sb: &Superblock,
+    access: Access,
+) -> Result<Recovered, StoreError> {
     let (applied, record) = log_state(io, sb)?;
     match record {
+        Some(rec) if rec.seq > applied && access == Access::ReadOnly => {
+            let (bitmaps, corrupt) = rebuild(io, sb, &rec)?;
+            Ok(Recovered {
+                seq: rec.seq,
+                replayed: Some(rec.seq),
+                bitmaps,
+                corrupt,
+            })
+        }
         Some(rec) if rec.seq > applied => {
             // The record read back may exist only in a cache (recovery after a failed sync on
             // a live device): make it durable before the first in-place write, or a crash
@@ -116,6 +133,9 @@ fn read_slot(io: &DevIo, sb: &Superblock, at: u64) -> Result<Option<Record>, Sto
     let Some(h) = decode_header(sb.nonce, &head, sb.layout.record_capacity()) else {
         return Ok(None);
     };
+    if !body_crc_matches(io, &h, at + RECORD_HEADER as u64)? {
+        return Ok(None);
+    }
     let body = io.read(
         "read a log record",
         at + RECORD_HEADER as u64,
@@ -124,9 +144,46 @@ fn read_slot(io: &DevIo, sb: &Superblock, at: u64) -> Result<Option<Record>, Sto
     decode_body(&sb.geometry, &h, &body)
 }
 
+/// Checks a record body's checksum reading it a piece at a time, so that a header claiming a
+/// body of hundreds of megabytes over a hole costs a bounded buffer, not that much memory.
+fn body_crc_matches(io: &DevIo, h: &Header, at: u64) -> Result<bool, StoreError> {
+    const PIECE: u64 = 1 << 20;
+    let (mut crc, mut done, len) = (h.crc_start(), 0u64, u64::from(h.body_len));
+    while done < len {
+        let n = PIECE.min(len - done);
+        let piece = io.read("read a log record", at + done, n as usize)?;
+        crc = crc32c::crc32c_append(crc, &piece);
+        done += n;
+    }
+    Ok(h.crc_matches(crc))
+}
+
 /// Rewrites every group the record touches and syncs; a group whose base on disk is damaged
 /// is left alone and returned as corrupt (see `replay_check`).
 fn replay(
+    io: &DevIo,
+    sb: &Superblock,
+    rec: &Record,
+) -> Result<(GroupBitmaps, Vec<(u32, String)>), StoreError> {
+    let (rebuilt, corrupt) = rebuild(io, sb, rec)?;
+    let descs: Vec<DiskDesc> = rebuilt.iter().map(|(g, b)| desc_for(sb, *g, b)).collect();
+    let images: Vec<GroupImage<'_>> = rebuilt
+        .iter()
+        .zip(&descs)
+        .map(|((group, bitmap), desc)| GroupImage {
+            group: *group,
+            desc: *desc,
+            bitmap,
+        })
+        .collect();
+    write_groups(io, sb, &images)?;
+    io.sync("sync the replayed groups")?;
+    Ok((rebuilt, corrupt))
+}
+
+/// Every group the record touches, rebuilt in memory from its base and the record's runs;
+/// groups whose base on disk is damaged come back apart, as corrupt.
+fn rebuild(
     io: &DevIo,
     sb: &Superblock,
     rec: &Record,
@@ -147,18 +204,6 @@ fn replay(
             None => rebuilt.push((g.group, bitmap)),
         }
     }
-    let descs: Vec<DiskDesc> = rebuilt.iter().map(|(g, b)| desc_for(sb, *g, b)).collect();
-    let images: Vec<GroupImage<'_>> = rebuilt
-        .iter()
-        .zip(&descs)
-        .map(|((group, bitmap), desc)| GroupImage {
-            group: *group,
-            desc: *desc,
-            bitmap,
-        })
-        .collect();
-    write_groups(io, sb, &images)?;
-    io.sync("sync the replayed groups")?;
     Ok((rebuilt, corrupt))
 }
 

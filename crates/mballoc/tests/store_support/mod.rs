@@ -186,3 +186,20 @@ pub fn random_used(rng: &mut Rng, geometry: &Geometry) -> Vec<Extent> {
         })
         .collect()
 }
+
+/// Blocks in use on `s`, over every group.
+pub fn used_blocks(s: &dyn Store) -> u64 {
+    let g = s.geometry();
+    (0..g.group_count())
+        .map(|grp| u64::from(g.group_len(grp) - s.read_bitmap(grp).unwrap().count_free()))
+        .sum()
+}
+
+/// This test binary run again as a child process: only its test `entry`, on one thread,
+/// with `env` set to `path` (the entry does nothing without it).
+pub fn child_command(entry: &str, env: &str, path: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([entry, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, path);
+    c
+}

@@ -16,13 +16,17 @@ pub enum Expect {
     Eliminated { tol: f64 },
     /// A decrease larger than the noise: change `< −noise` %.
     Lower { noise: f64 },
-    /// An increase larger than the noise: change `> +noise` %.
-    Higher { noise: f64 },
-    /// No change beyond the noise: `|change| ≤ noise` %.
-    Neutral { noise: f64 },
     /// No increase beyond the noise (a lower-is-better metric that must not regress):
     /// change `≤ +noise` %.
     NotHigher { noise: f64 },
+    /// A cost the seed reports on a lower-is-better metric, "neutral": `|change| ≤ noise` %
+    /// passes, a decrease beyond the noise is better than published (the cost was not paid),
+    /// an increase beyond it fails.
+    NeutralCost { noise: f64 },
+    /// A cost the seed reports on a lower-is-better metric, "a regression" of no stated size:
+    /// an increase beyond the noise passes (as published); anything else is better than
+    /// published. A cost claim bounds the harm; a result cannot be worse than "worse".
+    RegressionCost { noise: f64 },
     /// The change lies in the published range `[lo, hi]` %, widened by `noise` on each side.
     Within { lo: f64, hi: f64, noise: f64 },
     /// The published change `published` %, matched in sign and within a factor `factor` of
@@ -37,6 +41,9 @@ pub enum Expect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Status {
     Pass,
+    /// Met, and better than published: a cost the seed reports (a regression, a neutral
+    /// result) that our change does not pay.
+    Better,
     Fail,
     /// Not counted: not measurable here, no value, or nothing to judge.
     NotCounted,
@@ -94,9 +101,13 @@ impl Expect {
                 format!("eliminated: improved 0 or change <= {:.1}%", tol - 100.0)
             }
             Expect::Lower { noise } => format!("lower: change < -{noise:.1}%"),
-            Expect::Higher { noise } => format!("higher: change > +{noise:.1}%"),
-            Expect::Neutral { noise } => format!("neutral: |change| <= {noise:.1}%"),
             Expect::NotHigher { noise } => format!("not worse: change <= +{noise:.1}%"),
+            Expect::NeutralCost { noise } => format!(
+                "neutral (a cost): |change| <= {noise:.1}%; lower is better than published"
+            ),
+            Expect::RegressionCost { noise } => format!(
+                "regression (a cost): change > +{noise:.1}%; otherwise better than published"
+            ),
             Expect::Within { lo, hi, noise } => format!(
                 "published range {lo:+.2}% .. {hi:+.2}%, +-{noise:.2} points: change in {:+.2}% .. {:+.2}%",
                 lo - noise,
@@ -118,13 +129,13 @@ impl Expect {
             Expect::Lower { noise } => Expect::Lower {
                 noise: noise + ours,
             },
-            Expect::Higher { noise } => Expect::Higher {
-                noise: noise + ours,
-            },
-            Expect::Neutral { noise } => Expect::Neutral {
-                noise: noise + ours,
-            },
             Expect::NotHigher { noise } => Expect::NotHigher {
+                noise: noise + ours,
+            },
+            Expect::NeutralCost { noise } => Expect::NeutralCost {
+                noise: noise + ours,
+            },
+            Expect::RegressionCost { noise } => Expect::RegressionCost {
                 noise: noise + ours,
             },
             Expect::Within { lo, hi, noise } => Expect::Within {
@@ -139,7 +150,7 @@ impl Expect {
     /// The width of the band a band claim allows, before our noise; `None` for other claims.
     fn band(&self) -> Option<f64> {
         match *self {
-            Expect::Neutral { noise } => Some(2.0 * noise),
+            Expect::NeutralCost { noise } => Some(2.0 * noise),
             Expect::Within { lo, hi, noise } => Some(hi - lo + 2.0 * noise),
             _ => None,
         }
@@ -177,6 +188,11 @@ impl Expect {
             change,
             rule: self.rule(),
         };
+        let better = || Judged {
+            status: Status::Better,
+            change,
+            rule: self.rule(),
+        };
         let uncounted = |why: String| Judged {
             status: Status::NotCounted,
             change,
@@ -194,9 +210,11 @@ impl Expect {
             }
             Expect::Eliminated { tol } => counted(b == 0.0 || d <= tol - 100.0),
             Expect::Lower { noise } => counted(d < -noise),
-            Expect::Higher { noise } => counted(d > noise),
-            Expect::Neutral { noise } => counted(d.abs() <= noise),
             Expect::NotHigher { noise } => counted(d <= noise),
+            Expect::NeutralCost { noise } if d < -noise => better(),
+            Expect::NeutralCost { noise } => counted(d <= noise),
+            Expect::RegressionCost { noise } if d > noise => counted(true),
+            Expect::RegressionCost { .. } => better(),
             Expect::Within { lo, hi, noise } => counted(lo - noise <= d && d <= hi + noise),
             Expect::Near { published, factor } => {
                 let (p, o) = (published.abs(), d.abs());
@@ -223,7 +241,10 @@ pub fn verdict(rows: &[(bool, Status)]) -> Verdict {
     if counted.is_empty() {
         return Verdict::NotMeasurable;
     }
-    let passed = counted.iter().filter(|(_, s)| *s == Status::Pass).count();
+    let passed = counted
+        .iter()
+        .filter(|(_, s)| matches!(s, Status::Pass | Status::Better))
+        .count();
     let headline_failed = counted.iter().any(|&(h, s)| h && s == Status::Fail);
     if passed == counted.len() {
         Verdict::Reproduced
@@ -237,7 +258,23 @@ pub fn verdict(rows: &[(bool, Status)]) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Status::{Fail, NotCounted, Pass};
+    use Status::{Better, Fail, NotCounted, Pass};
+
+    #[test]
+    fn cost_claims_are_met_or_beaten() {
+        let n = Expect::NeutralCost { noise: 28.0 };
+        assert_eq!(st(n, 30.0, 33.0), Pass);
+        assert_eq!(st(n, 30.0, 0.0), Better);
+        assert_eq!(st(n, 30.0, 45.0), Fail, "a regression is not neutral");
+        let r = Expect::RegressionCost { noise: 28.0 };
+        assert_eq!(st(r, 20.0, 30.0), Pass);
+        assert_eq!(st(r, 20.0, 0.0), Better);
+        assert_eq!(st(r, 20.0, 21.0), Better);
+        assert_eq!(
+            verdict(&[(true, Pass), (false, Better)]),
+            Verdict::Reproduced
+        );
+    }
 
     fn st(e: Expect, a: f64, b: f64) -> Status {
         e.judge(a, b, 0.0).status
@@ -263,25 +300,20 @@ mod tests {
     }
 
     #[test]
-    fn lower_and_higher_must_leave_the_noise_band() {
+    fn lower_must_leave_the_noise_band() {
         let lo = Expect::Lower { noise: 28.0 };
         assert_eq!(st(lo, 100.0, 70.0), Pass);
         assert_eq!(st(lo, 100.0, 80.0), Fail);
         assert_eq!(st(lo, 100.0, 130.0), Fail);
-        let hi = Expect::Higher { noise: 28.0 };
-        assert_eq!(st(hi, 100.0, 130.0), Pass);
-        assert_eq!(st(hi, 100.0, 120.0), Fail);
-        assert_eq!(st(hi, 0.0, 1.0), Pass);
-        assert_eq!(st(hi, 0.0, 0.0), Fail);
     }
 
     #[test]
     fn neutral_and_not_higher_bound_the_change() {
-        let n = Expect::Neutral { noise: 5.0 };
+        let n = Expect::NeutralCost { noise: 5.0 };
         assert_eq!(st(n, 100.0, 104.0), Pass);
         assert_eq!(st(n, 100.0, 96.0), Pass);
         assert_eq!(st(n, 100.0, 106.0), Fail);
-        assert_eq!(st(n, 100.0, 94.0), Fail);
+        assert_eq!(st(n, 100.0, 94.0), Better);
         let nh = Expect::NotHigher { noise: 5.0 };
         assert_eq!(st(nh, 100.0, 0.0), Pass);
         assert_eq!(st(nh, 100.0, 104.0), Pass);
@@ -321,7 +353,7 @@ mod tests {
         assert_eq!(j.status, NotCounted);
         assert!(j.rule.contains("80 containers"), "{}", j.rule);
         assert_eq!(
-            st(Expect::Neutral { noise: 5.0 }, f64::NAN, 1.0),
+            st(Expect::NeutralCost { noise: 5.0 }, f64::NAN, 1.0),
             NotCounted
         );
     }
@@ -339,7 +371,7 @@ mod tests {
         let j = w.judge(100.0, 88.0, 6.3); // 2 * 6.3 > 6.1 + 6.36
         assert_eq!(j.status, NotCounted);
         assert!(j.rule.contains("our runs spread"), "{}", j.rule);
-        let n = Expect::Neutral { noise: 5.0 };
+        let n = Expect::NeutralCost { noise: 5.0 };
         assert_eq!(n.judge(100.0, 106.5, 2.0).status, Pass);
         assert_eq!(n.judge(100.0, 107.0, 6.0).status, NotCounted);
         let lo = Expect::Lower { noise: 28.0 };

@@ -1,0 +1,2 @@
+# cat /proc/fs/ext4/loop1/mb_groups after mount -o ro of frag1k.img
+# kernel 6.18.44-fc-v595

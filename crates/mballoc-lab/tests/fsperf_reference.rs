@@ -1,0 +1,118 @@
+//! The lab's fsperf workloads against real ext4: every test at 8 GiB, scale 0.5 (the job files
+//! the reference runs used), Linux 6.18 policy, one thread (deterministic), the median of seeds
+//! 1–3 checked against the median of the 3 real Linux 6.18 ext4 runs stored in
+//! `kernel-frag/reference.json`: `frag_pct_mean` and extents per file within ±25 %. Single runs
+//! vary on both sides (real bufferedappendvsfallocate: 24.7 / 14.3 / 22.6), so like is
+//! compared with like: a median of three.
+//!
+//! A figure the lab does not reach is listed in [`KNOWN_MISSES`] with its measured value and
+//! the reason found; the test then checks that it still misses on the same side, so a fix (or a
+//! regression past the other bound) shows up here and the list cannot go stale.
+
+use mballoc::Policy;
+use mballoc_lab::workload::{run, NoProgress, RunConfig};
+use serde_json::Value;
+
+const TOLERANCE: f64 = 0.25;
+
+const TESTS: [&str; 6] = [
+    "bufferedappendvsfallocate",
+    "correlatedlifetimes",
+    "mixedlifetimes",
+    "foursizes",
+    "funnysizeshigh",
+    "funnysizeslow",
+];
+
+/// `(test, metric, lab / kernel − 1 when recorded)`.
+///
+/// funnysizeslow: the lab leaves more groups split about in half than real ext4 (seed 1: 6 of
+/// 17 fragmented groups at 40 % or more; kernel runs: 3–4 of 18–22), with about as many
+/// fragmented and data groups (median 20/32 against 19/28). Its fallocate jobs' pace is measured
+/// inside the test, but on other runs than the reference ones (the reference job files switch
+/// their statistics off), and that test's timing varies most between runs: the lab's
+/// simulated 7.9 s against fio's 6.6 s.
+const KNOWN_MISSES: &[(&str, &str, f64)] = &[("funnysizeslow", "frag_pct_mean", 0.31)];
+
+fn reference() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../kernel-frag/reference.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn lab(test: &str, seed: u64) -> mballoc_lab::workload::RunResult {
+    let cfg = RunConfig {
+        workload: test.to_string(),
+        policy: Policy::Linux618,
+        settings: vec!["scale=0.5".to_string()],
+        threads: 1,
+        fs_size: 8 << 30,
+        seed,
+        quick: false,
+        load_cost_ns: 0,
+        image: None,
+    };
+    run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test}: {e}"))
+}
+
+fn median3(v: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = v.collect();
+    assert_eq!(v.len(), 3);
+    v.sort_by(f64::total_cmp);
+    v[1]
+}
+
+/// `within` when `|lab − kernel| ≤ 25 % of kernel` (a kernel 0 needs a lab 0).
+fn within(lab: f64, kernel: f64) -> bool {
+    (lab - kernel).abs() <= TOLERANCE * kernel.abs()
+}
+
+#[test]
+fn fsperf_tests_land_within_25_percent_of_real_ext4() {
+    let reference = reference();
+    let mut report = Vec::new();
+    let mut failures = Vec::new();
+    for test in TESTS {
+        let runs: Vec<_> = (1..=3).map(|seed| lab(test, seed)).collect();
+        let kernel = &reference["tests"][test]["ext4"]["median"];
+        for metric in ["frag_pct_mean", "extents_per_file"] {
+            let k = kernel[metric].as_f64().unwrap();
+            let l = median3(runs.iter().map(|r| r.scalars[metric]));
+            let line = format!(
+                "{test} {metric}: lab {l:.2} kernel {k:.2} ({:+.1} %)",
+                if k == 0.0 { 0.0 } else { (l / k - 1.0) * 100.0 }
+            );
+            report.push(line.clone());
+            let known = KNOWN_MISSES.iter().find(|m| m.0 == test && m.1 == metric);
+            match known {
+                None if !within(l, k) => failures.push(format!("{line}: outside ±25 %")),
+                Some(_) if within(l, k) => failures.push(format!(
+                    "{line}: within ±25 % now; remove it from KNOWN_MISSES"
+                )),
+                Some(m) if (l - k).signum() != m.2.signum() => {
+                    failures.push(format!("{line}: misses on the other side than recorded"))
+                }
+                _ => {}
+            }
+        }
+        // Every run reports the fsperf group counts the comparison rests on.
+        for r in &runs {
+            assert!(r.scalars["data_bg_count"] >= r.scalars["fragmented_bg_count"]);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n\nall:\n{}",
+        failures.join("\n"),
+        report.join("\n")
+    );
+}
+
+#[test]
+fn the_check_can_fail() {
+    assert!(within(20.0, 20.31) && within(0.0, 0.0));
+    assert!(!within(14.47, 22.62) && !within(0.1, 0.0) && !within(10.62, 8.12));
+}
