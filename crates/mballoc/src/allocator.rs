@@ -20,7 +20,7 @@ use crate::source::{BitmapSource, MemSource};
 use crate::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::sync::Mutex;
+use crate::sync::{Condvar, Mutex};
 use crate::tunables::{possible_cpus, Tunables};
 
 /// The ext4 multi-block allocator over one space of blocks. `Send + Sync`: share it with an
@@ -58,6 +58,9 @@ pub struct Allocator {
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// Held by a commit from closing its transaction until its frees are released.
     pub(crate) committing: Padded<Mutex<()>>,
+    /// Where tasks wait for a commit to finish (`j_wait_done_commit`): each commit wakes them
+    /// when `committed` moves and when it lets go of `committing`.
+    pub(crate) commit_done: Padded<(Mutex<()>, Condvar)>,
     /// The last transaction committed and released (0: none yet); written under
     /// `committing`.
     pub(crate) committed: AtomicU64,
@@ -210,6 +213,7 @@ impl Builder {
             owners: OwnerTable::new(),
             pending_groups: Padded(Mutex::new(Vec::new())),
             committing: Padded(Mutex::new(())),
+            commit_done: Padded((Mutex::new(()), Condvar::default())),
             committed: AtomicU64::new(0),
             tid: Padded(AtomicU64::new(1)),
             free_blocks: PerCpuCounter::new(free),

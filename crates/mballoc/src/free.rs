@@ -181,32 +181,84 @@ impl Allocator {
     /// stay pending and the next commit retries.
     pub fn commit(&self) -> Result<u64, Error> {
         // The running transaction holds everything this thread did before calling.
-        let want = self.tid.load(Ordering::Relaxed);
-        // One commit at a time, as jbd2 runs them: a commit returns only after every earlier
-        // one has released its frees, so a caller retrying after ENOSPC finds them free even
-        // when another thread's commit took them off the pending list.
-        let _serial = self.committing.lock();
+        self.commit_from(self.tid.load(Ordering::Relaxed))
+    }
+
+    /// [`Allocator::commit`] for a caller whose changes are in transaction `want` or earlier.
+    ///
+    /// One commit at a time, as jbd2 runs them: a commit returns only after every earlier one
+    /// has released its frees, so a caller retrying after ENOSPC finds them free even when
+    /// another thread's commit took them off the pending list. A caller that finds a commit
+    /// under way waits for it to finish, as `jbd2_log_wait_commit` does, not for the commit
+    /// lock: a task looping on free, allocate and commit would otherwise take the lock again
+    /// and again while the waiter, whose transaction its first commit closed, sleeps on; by
+    /// the time the waiter runs, that task has used up what the commits released, and an
+    /// ENOSPC retry fails with every free block waiting for a commit.
+    fn commit_from(&self, want: u64) -> Result<u64, Error> {
+        loop {
+            // Acquire: pairs with the commit's Release store, after its release of the frees.
+            let done = self.committed.load(Ordering::Acquire);
+            if done >= want {
+                // Group commit: the commit we waited for closed our transaction, so it
+                // carried our changes (they were journaled and listed before it closed, or
+                // we would have read a later tid) and released our frees. jbd2 waiters
+                // return the same way.
+                return Ok(done);
+            }
+            if let Some(serial) = self.committing.try_lock() {
+                let result = self.commit_locked(want);
+                drop(serial);
+                self.wake_commit_waiters();
+                return result;
+            }
+            self.wait_for_commit(want);
+        }
+    }
+
+    /// The commit itself, under the commit lock: closes the running transaction unless a
+    /// commit since `want` was read already closed it.
+    fn commit_locked(&self, want: u64) -> Result<u64, Error> {
         let done = self.committed.load(Ordering::Relaxed);
         if done >= want {
-            // Group commit: the commit we waited for closed our transaction, so it carried
-            // our changes (they were journaled and listed before it closed, or we would have
-            // read a later tid) and released our frees. jbd2 waiters return the same way.
             return Ok(done);
         }
         let tid = self.make_durable(None)?;
         self.release_committed(tid);
-        self.committed.store(tid, Ordering::Relaxed);
+        self.committed.store(tid, Ordering::Release);
+        // Waiters whose transaction this closed may go now, before the lock is let go.
+        self.wake_commit_waiters();
         Ok(tid)
+    }
+
+    /// Sleeps until transaction `want` is committed or no commit is under way
+    /// (`jbd2_log_wait_commit`). Both are checked under the waiters' lock, which a commit
+    /// takes to wake them after changing either, so no wake-up is lost.
+    fn wait_for_commit(&self, want: u64) {
+        let (lock, cv) = &*self.commit_done;
+        let mut g = lock.lock();
+        while self.committed.load(Ordering::Acquire) < want && self.committing.is_locked() {
+            g = cv.wait(g);
+        }
+    }
+
+    /// Wakes every task in [`Allocator::wait_for_commit`] (`wake_up(&j_wait_done_commit)`).
+    fn wake_commit_waiters(&self) {
+        let (lock, cv) = &*self.commit_done;
+        let _g = lock.lock();
+        cv.notify_all();
     }
 
     /// Makes the frees of every transaction `<= tid` allocatable (`ext4_process_freed_data`),
     /// after making every change so far durable when there is a store.
     pub fn commit_transaction(&self, tid: u64) -> Result<(), Error> {
-        let _serial = self.committing.lock();
-        self.make_durable(Some(tid))?;
-        self.release_committed(tid);
-        self.committed.fetch_max(tid, Ordering::Relaxed);
-        Ok(())
+        let serial = self.committing.lock();
+        let result = self.make_durable(Some(tid)).map(|_| {
+            self.release_committed(tid);
+            self.committed.fetch_max(tid, Ordering::Release);
+        });
+        drop(serial);
+        self.wake_commit_waiters();
+        result
     }
 
     /// The in-core half of a commit: frees of transactions `<= tid` go back to the buddy.
@@ -505,4 +557,73 @@ fn subtract(r: (u32, u32), cut: (u32, u32)) -> Vec<(u32, u32)> {
         out.push((ce, re - ce));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Geometry;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A task waiting for a commit returns once the commit that closed its transaction is
+    /// done, even while the committing task holds on to the commit lock (as it does when it
+    /// commits again at once: an ENOSPC loop of free, allocate and commit). A waiter that
+    /// must win the commit lock to return never does here, and in a workload only after the
+    /// other task's later commits, each giving that task time to use up what was released.
+    #[test]
+    fn a_commit_waiter_returns_when_its_transaction_is_committed() {
+        let a = Allocator::builder(Geometry::ext4_default(1 << 30).unwrap())
+            .cpus(2)
+            .build()
+            .unwrap();
+        let want = a.tid.load(Ordering::Relaxed);
+        // Another task's commit is under way, and that task keeps the lock throughout.
+        let serial = a.committing.lock();
+        let (returned, result) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| returned.send(a.commit_from(want)).unwrap());
+            // Give the waiter time to find the commit under way and sleep.
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(
+                result.try_recv().is_err(),
+                "returned before its transaction was committed"
+            );
+            let closed = a.commit_locked(want).unwrap();
+            assert_eq!(closed, want);
+            let got = result.recv_timeout(Duration::from_secs(10));
+            // Let a waiter still asleep go, so that a failure is reported, not a hang.
+            drop(serial);
+            a.wake_commit_waiters();
+            assert_eq!(
+                got.expect("the waiter did not return while the commit lock was held")
+                    .unwrap(),
+                closed
+            );
+        });
+    }
+
+    /// A waiter whose transaction is still open when the commit under way ends commits it
+    /// itself once the lock is free.
+    #[test]
+    fn a_commit_waiter_commits_what_the_commit_under_way_left_open() {
+        let a = Allocator::builder(Geometry::ext4_default(1 << 30).unwrap())
+            .cpus(2)
+            .build()
+            .unwrap();
+        let serial = a.committing.lock();
+        let (returned, result) = mpsc::channel();
+        std::thread::scope(|s| {
+            // Its changes are in the transaction after the one being committed.
+            let want = a.tid.load(Ordering::Relaxed) + 1;
+            let waiter = &a;
+            s.spawn(move || returned.send(waiter.commit_from(want)).unwrap());
+            std::thread::sleep(Duration::from_millis(100));
+            let closed = a.commit_locked(a.tid.load(Ordering::Relaxed)).unwrap();
+            drop(serial);
+            a.wake_commit_waiters();
+            let got = result.recv_timeout(Duration::from_secs(10));
+            assert_eq!(got.expect("the waiter did not return").unwrap(), closed + 1);
+        });
+    }
 }
