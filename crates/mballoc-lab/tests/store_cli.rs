@@ -51,8 +51,17 @@ fn flip_byte(path: &Path, at: u64) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Tests of this binary run one at a time. A store's `flock` belongs to the open file
+/// description, which a child process forked by another test shares until its `exec` closes
+/// it: a store this process opened and closed could still look in use for a moment.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn mkstore_info_fsck_on_a_fresh_1t_store() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big");
     let p = path_str(&path);
@@ -85,6 +94,7 @@ fn mkstore_info_fsck_on_a_fresh_1t_store() {
 
 #[test]
 fn info_shows_allocations_and_groups() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     let o = mballoc(&["info", path_str(&path), "--groups"]);
@@ -104,6 +114,7 @@ fn info_shows_allocations_and_groups() {
 
 #[test]
 fn fsck_names_a_group_whose_bitmap_was_damaged() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     assert!(mballoc(&["fsck", path_str(&path)]).status.success());
@@ -118,6 +129,7 @@ fn fsck_names_a_group_whose_bitmap_was_damaged() {
 
 #[test]
 fn fsck_and_info_name_a_damaged_descriptor() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     let at = FileStore::open(&path)
@@ -137,6 +149,7 @@ fn fsck_and_info_name_a_damaged_descriptor() {
 
 #[test]
 fn a_damaged_superblock_is_a_clear_error() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     flip_byte(&path, 30);
@@ -153,6 +166,7 @@ fn a_damaged_superblock_is_a_clear_error() {
 
 #[test]
 fn bad_sizes_are_errors() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s");
     for args in [
@@ -197,6 +211,7 @@ fn store_with_unapplied_log(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn info_and_fsck_change_no_byte_of_a_store_with_an_unapplied_log() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_unapplied_log(dir.path());
     let before = std::fs::read(&path).unwrap();
@@ -223,6 +238,7 @@ fn info_and_fsck_change_no_byte_of_a_store_with_an_unapplied_log() {
 
 #[test]
 fn info_and_fsck_beside_a_live_writer_refuse_and_change_nothing() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     let writer = Allocator::open_file(&path).unwrap();
@@ -252,6 +268,7 @@ fn info_and_fsck_beside_a_live_writer_refuse_and_change_nothing() {
 
 #[test]
 fn a_fifo_or_character_device_is_refused_at_once() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("fifo");
     assert!(Command::new("mkfifo")
@@ -289,6 +306,7 @@ fn million_group_store(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn hostile_sparse_store_is_refused_and_zeroed_descriptors_cost_linear_time() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = million_group_store(dir.path());
     let len = std::fs::metadata(&path).unwrap().len();
@@ -337,6 +355,7 @@ fn hostile_sparse_store_is_refused_and_zeroed_descriptors_cost_linear_time() {
 
 #[test]
 fn fsck_says_what_it_does_not_check() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = store_with_group_3_written(dir.path());
     let o = mballoc(&["fsck", path_str(&path)]);

@@ -48,8 +48,17 @@ fn child(path: &Path, hold: bool) {
     }
 }
 
+/// Tests of this binary run one at a time. A store's `flock` belongs to the open file
+/// description, which a child process forked by another test shares until its `exec` closes
+/// it: a store this process opened and closed could still look in use for a moment.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn child_process_entry() {
+    let _serial = serial();
     if let Some(path) = std::env::var_os(CHILD_ENV) {
         let hold = std::env::var(ROLE_ENV).is_ok_and(|r| r == "hold");
         child(Path::new(&path), hold);
@@ -90,6 +99,7 @@ fn used_blocks(path: &Path) -> u64 {
 
 #[test]
 fn a_second_writer_process_is_refused_at_once() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = new_store(dir.path());
     let mut first = spawn(&path, "hold");
@@ -119,6 +129,7 @@ fn a_second_writer_process_is_refused_at_once() {
 
 #[test]
 fn racing_writer_processes_never_both_lose_a_commit() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let path = new_store(dir.path());
     let mut committed = 0;
