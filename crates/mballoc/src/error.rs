@@ -99,6 +99,12 @@ pub enum Error {
         store: crate::geometry::Geometry,
     },
 
+    #[error("{what} is not supported (clusters of 2^{cluster_bits} blocks)")]
+    Unsupported {
+        what: &'static str,
+        cluster_bits: u32,
+    },
+
     #[error("{ranges} used ranges given with a store: the store already says what is in use")]
     UsedWithStore { ranges: usize },
 }

@@ -26,7 +26,7 @@ pub use error::Error;
 pub use geometry::Geometry;
 pub use policy::{apply_settings, Policy};
 pub use request::{
-    Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
+    Allocation, Criterion, Extent, Flags, FreeFlags, GroupExtent, NewPa, PaKind, Request, Source,
 };
 pub use size_class::SizeClass;
 pub use source::{BitmapSource, MemSource};

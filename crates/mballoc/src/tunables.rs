@@ -112,7 +112,11 @@ impl Tunables {
         .min(groups);
         Tunables {
             mb_stream_req: 16,
-            mb_group_prealloc: 512.min(geo.blocks_per_group()),
+            // ext4_mb_init: 512 clusters (2 MiB of 4 KiB blocks), shrunk for bigalloc to keep
+            // about 2 MiB up to 64 KiB clusters, but never below 32 clusters.
+            mb_group_prealloc: (512 >> geo.cluster_bits())
+                .max(32)
+                .min(geo.clusters_per_group()),
             mb_order2_req: 2,
             mb_max_to_scan: 200,
             mb_min_to_scan: 10,
@@ -189,10 +193,10 @@ impl Tunables {
             "mb_stream_req" => self.mb_stream_req = uint()?,
             "mb_group_prealloc" => {
                 let v = uint()?;
-                if v > geo.blocks_per_group() {
+                if v > geo.clusters_per_group() {
                     return Err(bad(format!(
                         "0 ..= {} (clusters per group)",
-                        geo.blocks_per_group()
+                        geo.clusters_per_group()
                     )));
                 }
                 self.mb_group_prealloc = v;
@@ -211,7 +215,16 @@ impl Tunables {
             "mb_prefetch" => self.mb_prefetch = uint()?,
             "mb_prefetch_limit" => self.mb_prefetch_limit = uint()?,
             "mb_optimize_scan" => self.mb_optimize_scan = boolean()?,
-            "stripe" => self.stripe = uint()?,
+            "stripe" => {
+                let v = uint()?;
+                if v > 0 && geo.cluster_bits() > 0 {
+                    // The stripe-aligned scan is modelled in blocks only.
+                    return Err(bad(
+                        "0 with bigalloc (stripe allocation is not modelled in clusters)".into(),
+                    ));
+                }
+                self.stripe = v;
+            }
             "mb_stats" => self.mb_stats = boolean()?,
             "flavor" => {
                 self.flavor = match value.trim() {

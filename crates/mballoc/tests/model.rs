@@ -798,7 +798,7 @@ fn threads_under(
             .load_cost(read);
     }
     let a = Arc::new(b.build().unwrap());
-    let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.blocks_per_group());
+    let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.clusters_per_group());
     let commit_every = if spread { 10 } else { 50 };
     let owners: Arc<Vec<AtomicU8>> =
         Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());

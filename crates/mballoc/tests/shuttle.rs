@@ -574,7 +574,7 @@ fn reused_only_when_durable(store: &dyn Store, before: CommitId, e: Extent) {
     for x in e.start..e.end() {
         let (g, off) = geo.locate(x);
         let bits = store.read_bitmap(g).unwrap();
-        stored.push(Bitmap::from_bytes(bits.as_bytes(), geo.blocks_per_group()).get(off));
+        stored.push(Bitmap::from_bytes(bits.as_bytes(), geo.clusters_per_group()).get(off));
     }
     if store.last_commit() == before {
         let used: Vec<u64> = (e.start..e.end())

@@ -583,7 +583,7 @@ mod tests {
     fn fallocate2_never_preallocates_and_streams_past_the_small_file_phase() {
         let vol = Volume::new(FS_BYTES).unwrap();
         let first_group = inode_goal(&vol.geo, FIRST_FILE_INO, vol.inodes_per_group)
-            / u64::from(vol.geo.blocks_per_group());
+            / u64::from(vol.geo.clusters_per_group());
         for p in POLICIES {
             let a = vol.allocator(p, 2, &[]).unwrap();
             let free = a.free_blocks();

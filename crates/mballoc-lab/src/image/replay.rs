@@ -131,7 +131,7 @@ pub fn replay_on_image(
         match rec {
             Record::Alloc(r) => {
                 rep.allocs += 1;
-                let mut req = request(r, extents);
+                let mut req = request(r, extents, &geo);
                 req.goal = match placed.translate(r.goal) {
                     Some(g) => {
                         rep.goals_followed += 1;
@@ -215,7 +215,7 @@ fn end_state(a: &Allocator) -> Result<FreeSpace, ImageError> {
         .collect();
     Ok(FreeSpace::from_extents(
         &groups,
-        geo.blocks_per_group(),
+        geo.clusters_per_group(),
         geo.block_size(),
     )?)
 }

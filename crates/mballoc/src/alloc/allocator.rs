@@ -5,21 +5,21 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::group::bitmap::Bitmap;
-use crate::group::buddy::Buddy;
-use crate::load::cache::{GroupCache, EVICTED};
-use crate::group::class_index::{ClassIndex, Kind};
+use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
 use crate::error::Error;
 use crate::geometry::Geometry;
+use crate::group::bitmap::Bitmap;
+use crate::group::buddy::Buddy;
+use crate::group::class_index::{ClassIndex, Kind};
 use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
-use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
-use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
-use crate::load::readahead::{ReadAhead, Taken};
 use crate::group::size_class::SizeClass;
-use crate::load::source::{BitmapSource, MemSource};
 use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::load::cache::{GroupCache, EVICTED};
+use crate::load::readahead::{ReadAhead, Taken};
+use crate::load::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::sync::{Condvar, Mutex};
 use crate::tunables::{possible_cpus, Tunables};
 
@@ -177,6 +177,13 @@ impl Builder {
 
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
+        if self.store.is_some() && geo.cluster_bits() > 0 {
+            // The store's format has no cluster size.
+            return Err(Error::Unsupported {
+                what: "a store with bigalloc clusters",
+                cluster_bits: geo.cluster_bits(),
+            });
+        }
         let durable = self
             .store
             .map(|s| crate::load::durable::Durable::attach(&geo, s, self.used.len()))
@@ -189,6 +196,12 @@ impl Builder {
         let tun = self
             .tunables
             .unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
+        if tun.stripe > 0 && geo.cluster_bits() > 0 {
+            return Err(Error::Unsupported {
+                what: "a RAID stripe with bigalloc clusters",
+                cluster_bits: geo.cluster_bits(),
+            });
+        }
         let n = geo.group_count();
         let groups: Box<[Group]> = (0..n)
             .map(|g| Group::unloaded(g, source.descriptor_free(g)))
@@ -313,11 +326,12 @@ impl Allocator {
 
     /// Free blocks as the on-disk descriptors count them (pending frees included).
     pub fn free_blocks(&self) -> u64 {
-        self.free_blocks.sum().max(0) as u64
+        // The counters count clusters (`s_freeclusters_counter`).
+        self.geo.c2b(self.free_blocks.sum().max(0) as u64)
     }
     /// Blocks freed but waiting for a commit before they can be reused.
     pub fn pending_blocks(&self) -> u64 {
-        self.free_pending.sum().max(0) as u64
+        self.geo.c2b(self.free_pending.sum().max(0) as u64)
     }
 
     /// The counters of `/proc/fs/ext4/<dev>/mb_stats`.
@@ -479,7 +493,7 @@ impl Allocator {
             Ok(d) => d,
             Err(e) => return Err(self.load_failed(grp, st, e)),
         };
-        let bpg = self.geo.blocks_per_group();
+        let bpg = self.geo.clusters_per_group();
         let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
         if buddy.free() != st.desc_free {
             // ext4_mb_generate_buddy: "block bitmap and bg descriptor inconsistent".

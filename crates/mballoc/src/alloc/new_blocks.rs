@@ -6,22 +6,62 @@ use std::sync::atomic::Ordering;
 
 use crate::alloc::allocator::Allocator;
 use crate::alloc::context::{Ctx, Ex, Status};
-use crate::error::Error;
-use crate::group::info::{Group, GroupState, PaSpan};
 use crate::alloc::normalize::{group_or_file, normalize};
 use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::error::Error;
+use crate::group::info::{Group, GroupState, PaSpan};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
 use crate::stats::add;
 
 impl Allocator {
     /// Allocates blocks for `req`. The result may be shorter than asked (like ext4, callers
     /// loop); it is never longer. Errors leave the allocator unchanged.
+    ///
+    /// With bigalloc the request (logical block, length in blocks) is first widened to whole
+    /// clusters as `ext4_ext_map_blocks` does before it calls `ext4_mb_new_blocks`, and the
+    /// answer is the caller's part of the clusters found: from the requested block's place in
+    /// its cluster on, at most `len` blocks. [`Allocation::goal`], [`Allocation::found`] and
+    /// [`Allocation::new_pa`] keep the allocator's cluster units, as the tracepoints print
+    /// them.
     pub fn allocate(&self, req: &Request) -> Result<Allocation, Error> {
         self.validate(req)?;
+        if self.geo.cluster_bits() == 0 {
+            return self.allocate_clusters(req);
+        }
+        let (whole, offset) = self.whole_clusters(req);
+        let mut a = self.allocate_clusters(&whole)?;
+        // ext4_ext_map_blocks: the caller's blocks start `offset` into the first cluster.
+        let blocks = self.geo.c2b(a.extent.len.into()) - offset;
+        a.extent = Extent::new(
+            a.extent.start + offset,
+            blocks.min(u64::from(req.len)) as u32,
+        );
+        Ok(a)
+    }
+
+    /// The cluster request of a block request (`ext4_ext_map_blocks`: `ar.logical` and
+    /// `ar.goal` moved back by the offset of the logical block in its cluster, `ar.len` the
+    /// clusters that hold `offset + len` blocks), and that offset.
+    fn whole_clusters(&self, req: &Request) -> (Request, u64) {
+        let offset = self.geo.cluster_offset(req.logical.into());
+        let len = self.geo.num_b2c(offset + u64::from(req.len)) as u32;
+        let whole = Request {
+            logical: req.logical - offset as u32,
+            len,
+            goal: req.goal.saturating_sub(offset),
+            ..req.clone()
+        };
+        (whole, offset)
+    }
+
+    /// `ext4_mb_new_blocks` on a request whose length counts clusters; the answer's extent
+    /// is the first block found and its length in clusters.
+    fn allocate_clusters(&self, req: &Request) -> Result<Allocation, Error> {
         let stats = self.stats.pin();
         stats.bump(|c| &c.reqs);
         let tun = self.tun.load();
-        let mut len = req.len.min(self.geo.blocks_per_group());
+        // ext4_mb_initialize_context: at most a group's clusters.
+        let mut len = req.len.min(self.geo.clusters_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
             // ext4_claim_free_clusters: halve the request until it fits the free count.
             let free = self.free_blocks.read_near(i64::from(len)).max(0) as u64;
@@ -253,19 +293,11 @@ impl Allocator {
         let l = ctx.o_ex.logical;
         if let Some(owner) = owner {
             if let Some(pa) = owner
-                .covering(l)
+                .covering(l, self.geo.cluster_bits())
                 .filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa))
             {
-                let start = pa.pstart + u64::from(l - pa.lstart);
-                let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-                let n = (end - start) as u32;
-                let (g, off) = self.geo.locate(start);
-                let ex = Ex {
-                    group: g,
-                    start: off,
-                    len: n,
-                    logical: l,
-                };
+                let ex = self.use_inode_pa(ctx, &pa);
+                let n = ex.len;
                 let used_up = (pa.free <= n).then(|| self.geo.locate(pa.pstart).1);
                 if self.mark_pa_blocks_used(ex, used_up)? {
                     let entry = owner
@@ -307,7 +339,8 @@ impl Allocator {
                 ctx.f_ex = ex;
                 ctx.status = Status::Found;
                 self.mark_diskspace_used(ex, None)?;
-                pa.pstart += u64::from(ex.len);
+                // ext4_mb_release_context: the PA moves on by the clusters used.
+                pa.pstart += self.geo.c2b(ex.len.into());
                 pa.len -= ex.len;
                 if pa.len > 0 {
                     for t in lg.add_n_trim(pa) {
@@ -330,11 +363,27 @@ impl Allocator {
         if !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
             return true;
         }
-        let start = pa.pstart + u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
+        let into = u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
+        let start = pa.pstart + into;
         self.geo.block_of(ctx.g_ex.group, ctx.goal_start()) == start
-            && u64::from(ctx.g_ex.len)
-                <= u64::from(pa.len)
-                    .saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
+            && u64::from(ctx.g_ex.len) <= u64::from(pa.len).saturating_sub(self.geo.b2c(into))
+    }
+
+    /// `ext4_mb_use_inode_pa`: the part of `pa` that maps the request's logical block on, in
+    /// blocks as the kernel computes it (the PA's logical start need not be cluster-aligned),
+    /// at most the request's clusters.
+    fn use_inode_pa(&self, ctx: &Ctx, pa: &InodePa) -> Ex {
+        let l = ctx.o_ex.logical;
+        let start = pa.pstart + u64::from(l - pa.lstart);
+        let end = (pa.pstart + self.geo.c2b(pa.len.into()))
+            .min(start + self.geo.c2b(ctx.o_ex.len.into()));
+        let (group, off) = self.geo.locate(start);
+        Ex {
+            group,
+            start: off,
+            len: self.geo.num_b2c(end - start) as u32,
+            logical: l,
+        }
     }
 
     /// `ext4_mb_new_inode_pa`: keep the surplus of a normalised allocation for the owner.
@@ -342,12 +391,14 @@ impl Allocator {
         if ctx.b_ex.len < ctx.orig_goal_len {
             // Place the shorter extent inside the original window, covering the request:
             // right-aligned, else left-aligned, else at the request.
-            let win_end = u64::from(ctx.g_ex.logical) + u64::from(ctx.orig_goal_len);
-            let o_end = u64::from(ctx.o_ex.logical) + u64::from(ctx.o_ex.len);
-            let right = win_end - u64::from(ctx.b_ex.len);
+            // extent_logical_end(): logical blocks, lengths in clusters.
+            let c2b = |clusters: u32| self.geo.c2b(clusters.into());
+            let win_end = u64::from(ctx.g_ex.logical) + c2b(ctx.orig_goal_len);
+            let o_end = u64::from(ctx.o_ex.logical) + c2b(ctx.o_ex.len);
+            let right = win_end - c2b(ctx.b_ex.len);
             ctx.b_ex.logical = if u64::from(ctx.o_ex.logical) >= right {
                 right as u32
-            } else if o_end <= u64::from(ctx.g_ex.logical) + u64::from(ctx.b_ex.len) {
+            } else if o_end <= u64::from(ctx.g_ex.logical) + c2b(ctx.b_ex.len) {
                 ctx.g_ex.logical
             } else {
                 ctx.o_ex.logical
@@ -368,16 +419,7 @@ impl Allocator {
             len: pa.len,
         };
         // ext4_mb_use_inode_pa: carve the request out of it.
-        let l = ctx.o_ex.logical;
-        let start = pa.pstart + u64::from(l - pa.lstart);
-        let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-        let (g, off) = self.geo.locate(start);
-        ctx.b_ex = Ex {
-            group: g,
-            start: off,
-            len: (end - start) as u32,
-            logical: l,
-        };
+        ctx.b_ex = self.use_inode_pa(ctx, &pa);
         pa.free -= ctx.b_ex.len;
         let span = (pa.free > 0).then(|| {
             owner.pas.insert(pa.lstart, pa);
@@ -403,7 +445,7 @@ impl Allocator {
         add(&self.stats.preallocated, u64::from(ctx.b_ex.len));
         let used = ctx.o_ex.len;
         let rest = GroupPa {
-            pstart: pstart + u64::from(used),
+            pstart: pstart + self.geo.c2b(used.into()),
             len: ctx.b_ex.len - used,
         };
         ctx.b_ex.len = used;

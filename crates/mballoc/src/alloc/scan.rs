@@ -10,10 +10,10 @@ use crate::alloc::allocator::Allocator;
 use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::info::{Group, GroupState};
-use crate::request::{Criterion, Flags};
 use crate::group::runs::Run;
 use crate::group::size_class::{Claim, SizeClass};
 use crate::group::state;
+use crate::request::{Criterion, Flags};
 use crate::sync::MutexGuard;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
@@ -299,7 +299,7 @@ impl Allocator {
         let stripe = u64::from(ctx.tun.stripe);
         let first_block = self.geo.group_first_block(grp.no);
         let first = first_block.div_ceil(stripe) * stripe - first_block;
-        let bpg = u64::from(self.geo.blocks_per_group());
+        let bpg = u64::from(self.geo.clusters_per_group());
         let mut i = first;
         while i < bpg {
             let hit = st.loaded.as_ref().and_then(|l| {

@@ -25,9 +25,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::alloc::allocator::Allocator;
-use crate::group::bitmap::Bitmap;
 use crate::error::Error;
 use crate::geometry::Geometry;
+use crate::group::bitmap::Bitmap;
 use crate::load::source::BitmapSource;
 use crate::stats::bump;
 use crate::store::delta::push_merged;
@@ -44,7 +44,7 @@ impl BitmapSource for StoreSource {
 
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error> {
         let bytes = self.0.read_bitmap(group)?;
-        let bpg = self.0.geometry().blocks_per_group();
+        let bpg = self.0.geometry().clusters_per_group();
         Ok(Bitmap::from_bytes(bytes.as_bytes(), bpg))
     }
 }
