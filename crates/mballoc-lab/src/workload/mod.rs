@@ -83,6 +83,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "extent_tree",
         "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
     ),
+    (
+        "cluster_kib",
+        "bigalloc cluster size in KiB (8 ..= 262144, a power of two; mkfs.ext4 -O bigalloc -C): `groups` and replays only, runs refuse it",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[
