@@ -1,11 +1,12 @@
-//! Every allocation path against a reference model: a plain per-block state array that knows
-//! what is allocated, what waits for a commit and what is free. Random operation sequences
-//! (proptest) under every policy; plus many threads at once.
+//! Every allocation path against a reference model: a plain per-cluster state array (one
+//! block per cluster without bigalloc) that knows what is allocated, what waits for a commit
+//! and what is free. Random operation sequences (proptest) under every policy, on geometries
+//! with and without bigalloc clusters; plus many threads at once.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
+use mballoc::{Allocator, Error, Extent, Flags, FreeFlags, Geometry, Policy, Request};
 use proptest::prelude::*;
 
 mod request_support;
@@ -18,26 +19,41 @@ enum B {
     Pending,
 }
 
+/// The state of every cluster (`blocks[c]`: cluster `c`, which is block `c` without
+/// bigalloc), and the block extents handed out.
 struct Model {
     blocks: Vec<B>,
     live: Vec<(u64, Extent)>,
+    /// `cluster_bits` of the geometry.
+    bits: u32,
 }
 
 impl Model {
     fn new(geo: &Geometry, used: &[(u64, u64)]) -> Model {
-        let mut blocks = vec![B::Free; geo.blocks_count() as usize];
+        let mut m = Model {
+            blocks: vec![B::Free; geo.clusters_count() as usize],
+            live: Vec::new(),
+            bits: geo.cluster_bits(),
+        };
         for &(s, l) in used {
-            for b in s..s + l {
-                blocks[b as usize] = B::Used(0);
+            for c in m.clusters(Extent::new(s, l as u32)) {
+                m.blocks[c] = B::Used(0);
             }
         }
-        Model {
-            blocks,
-            live: Vec::new(),
-        }
+        m
     }
     fn count(&self, f: impl Fn(B) -> bool) -> u64 {
         self.blocks.iter().filter(|&&b| f(b)).count() as u64
+    }
+    /// The clusters holding any block of `e`.
+    fn clusters(&self, e: Extent) -> std::ops::Range<usize> {
+        let first = e.start >> self.bits;
+        let end = (e.end() - 1) >> self.bits;
+        first as usize..end as usize + 1
+    }
+    /// Blocks of `n` clusters.
+    fn c2b(&self, n: u64) -> u64 {
+        n << self.bits
     }
 }
 
@@ -52,7 +68,9 @@ enum Op {
         goal: u64,
     },
     /// A free, by the owner that was given the blocks, or (`as_owner`) by another: a caller's
-    /// bug the allocator cannot see, which must still hand no block out twice.
+    /// bug the allocator cannot see, which must still hand no block out twice. A `trim`
+    /// frees only the tail and keeps a partial cluster the head still uses
+    /// (`NOFREE_FIRST_CLUSTER`, as a truncate inside a cluster does).
     Free {
         pick: usize,
         trim: u32,
@@ -207,7 +225,7 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 /// each operation, the allocator's consistency and counters against the model. Goals wrap
 /// into the filesystem (the generated range fits the default geometry as it is).
 fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let blocks = m.blocks.len() as u64;
+    let blocks = m.c2b(m.blocks.len() as u64);
     for op in ops {
         match op {
             Op::Alloc {
@@ -223,20 +241,25 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     Ok(got) => {
                         let e = got.extent;
                         prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
-                        for b in e.start..e.end() {
+                        // The blocks sit where the logical block sits in its cluster.
+                        let mask = m.c2b(1) - 1;
+                        prop_assert_eq!(e.start & mask, u64::from(req.logical) & mask);
+                        for c in m.clusters(e) {
                             prop_assert_eq!(
-                                m.blocks[b as usize],
+                                m.blocks[c],
                                 B::Free,
-                                "block {} handed out while {:?}",
-                                b,
-                                m.blocks[b as usize]
+                                "cluster {} handed out while {:?}",
+                                c,
+                                m.blocks[c]
                             );
-                            m.blocks[b as usize] = B::Used(owner);
+                            m.blocks[c] = B::Used(owner);
                         }
                         m.live.push((owner, e));
                     }
                     Err(Error::NoSpace { .. }) => {
-                        prop_assert!(m.count(|b| b == B::Free) < u64::from(req.len))
+                        let offset = u64::from(req.logical) & (m.c2b(1) - 1);
+                        let wanted = (offset + u64::from(req.len)).div_ceil(m.c2b(1));
+                        prop_assert!(m.count(|b| b == B::Free) < wanted)
                     }
                     Err(e) => prop_assert!(false, "unexpected error {e}"),
                 }
@@ -246,10 +269,10 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                 if let Ok(got) = a.allocate(&req) {
                     let e = got.extent;
                     prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
-                    prop_assert!(e.end() <= m.blocks.len() as u64, "{e:?} for {req:?}");
-                    for b in e.start..e.end() {
-                        prop_assert_eq!(m.blocks[b as usize], B::Free, "block {} for {:?}", b, req);
-                        m.blocks[b as usize] = B::Used(req.owner);
+                    prop_assert!(e.end() <= m.c2b(m.blocks.len() as u64), "{e:?} for {req:?}");
+                    for c in m.clusters(e) {
+                        prop_assert_eq!(m.blocks[c], B::Free, "cluster {} for {:?}", c, req);
+                        m.blocks[c] = B::Used(req.owner);
                     }
                     m.live.push((req.owner, e));
                 }
@@ -263,16 +286,21 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     continue;
                 }
                 let (owner, mut e) = m.live.swap_remove(pick % m.live.len());
+                let mut flags = FreeFlags::default();
+                let mut freed = m.clusters(e);
                 if trim > 0 && e.len > trim {
-                    // Free only the tail, keep the head live (a truncate).
+                    // Free only the tail, keep the head live (a truncate); a cluster the
+                    // head still uses stays allocated.
                     let head = Extent::new(e.start, e.len - trim);
                     e = Extent::new(e.start + u64::from(e.len - trim), trim);
                     m.live.push((owner, head));
+                    flags = FreeFlags::NOFREE_FIRST_CLUSTER;
+                    freed = m.clusters(head).end..freed.end;
                 }
-                a.free(as_owner.unwrap_or(owner), e)
+                a.free_with_flags(as_owner.unwrap_or(owner), e, flags)
                     .map_err(|err| TestCaseError::fail(err.to_string()))?;
-                for b in e.start..e.end() {
-                    m.blocks[b as usize] = B::Pending;
+                for c in freed {
+                    m.blocks[c] = B::Pending;
                 }
             }
             Op::Commit => {
@@ -302,25 +330,31 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                 else {
                     continue;
                 };
-                let err = a.free(1, Extent::new(b as u64, 1));
+                let block = m.c2b(b as u64);
+                let err = a.free(1, Extent::new(block, 1));
                 prop_assert!(
-                    matches!(err, Err(Error::NotAllocated { block, .. }) if block == b as u64),
+                    matches!(err, Err(Error::NotAllocated { block: at, .. }) if at == block),
                     "{err:?}"
                 );
             }
         }
         prop_assert!(a.check_consistency().is_ok(), "{:?}", a.check_consistency());
-        prop_assert_eq!(a.free_blocks(), m.count(|b| !matches!(b, B::Used(_))));
-        prop_assert_eq!(a.pending_blocks(), m.count(|b| b == B::Pending));
+        prop_assert_eq!(
+            a.free_blocks(),
+            m.c2b(m.count(|b| !matches!(b, B::Used(_))))
+        );
+        prop_assert_eq!(a.pending_blocks(), m.c2b(m.count(|b| b == B::Pending)));
     }
     Ok(())
 }
 
 /// A small filesystem of any shape the geometry accepts: 1 KiB or 4 KiB blocks (with
-/// `first_data_block` 1 or 0), groups of 8 blocks up to full size, a short last group, any
-/// flex_bg size; a few blocks in use at the start.
+/// `first_data_block` 1 or 0), groups of 8 clusters up to full size, a short last group, any
+/// flex_bg size, one block per cluster or (bigalloc, first data block 0) 2 to 16; a few
+/// blocks in use at the start.
 fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
     let units = prop_oneof![1u32..=8, 1u32..=4096];
+    let cluster_bits = prop_oneof![2 => Just(0u32), 1 => 1u32..=4];
     (
         any::<bool>(),
         units,
@@ -328,13 +362,15 @@ fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
         0u32..=100,
         0u32..=4,
         0u64..40,
+        cluster_bits,
     )
-        .prop_map(|(kib, units, groups, tail_pct, flex_log, used)| {
-            let (bs, first) = if kib { (1024, 1) } else { (4096, 0) };
-            let bpg = 8 * units.min(bs);
-            let tail = u64::from(bpg) * u64::from(tail_pct) / 100;
-            let count = first + (groups - 1) * u64::from(bpg) + tail.max(1);
-            let geo = Geometry::new(bs, bpg, count, first, 1 << flex_log).unwrap();
+        .prop_map(|(kib, units, groups, tail_pct, flex_log, used, bits)| {
+            let bs = if kib { 1024 } else { 4096 };
+            let first = u64::from(kib && bits == 0);
+            let cpg = 8 * units.min(bs);
+            let tail = u64::from(cpg) * u64::from(tail_pct) / 100;
+            let count = first + (((groups - 1) * u64::from(cpg) + tail.max(1)) << bits);
+            let geo = Geometry::with_clusters(bs, bits, cpg, count, first, 1 << flex_log).unwrap();
             let used = used.min(count - first - 1);
             (
                 geo,
@@ -360,7 +396,7 @@ fn run_small(
         .cpus(2)
         .build()
         .unwrap();
-    // The model counts blocks from 0; blocks below first_data_block do not exist.
+    // The model counts clusters from 0; blocks below first_data_block do not exist.
     let mut m = Model::new(&geo, &used);
     for b in m.blocks.iter_mut().take(geo.first_data_block() as usize) {
         *b = B::Used(0);

@@ -33,6 +33,18 @@ impl Allocator {
         self.free_in_transaction(owner, extent, self.tid.load(Ordering::Relaxed))
     }
 
+    /// [`Allocator::free`] with `ext4_free_blocks`'s flags: with bigalloc a partial cluster
+    /// at either end can be kept (see [`Allocator::free_blocks_in_transaction`]).
+    pub fn free_with_flags(
+        &self,
+        owner: u64,
+        extent: Extent,
+        flags: FreeFlags,
+    ) -> Result<(), Error> {
+        let tid = self.tid.load(Ordering::Relaxed);
+        self.free_blocks_in_transaction(owner, extent, flags, tid)
+    }
+
     /// Frees `extent` as part of transaction `tid` (for callers that run their own journal,
     /// like a trace replay); see [`Allocator::commit_transaction`].
     ///
