@@ -633,7 +633,18 @@ fn no_reuse_before_commit() {
 #[test]
 fn threads_never_share_a_block() {
     for p in Policy::ALL {
-        threads_under(p, false, None);
+        threads_under(p, false, None, 0);
+    }
+}
+
+/// The same with bigalloc clusters of 4 and 16 blocks: no cluster is ever handed out twice
+/// (each request's blocks start where its logical block sits in its cluster).
+#[test]
+fn threads_never_share_a_cluster() {
+    for p in Policy::ALL {
+        for bits in [2, 4] {
+            threads_under(p, false, None, bits);
+        }
     }
 }
 
@@ -642,7 +653,7 @@ fn threads_never_share_a_block() {
 #[test]
 fn threads_with_tunables_changing_under_them() {
     for p in Policy::ALL {
-        threads_under(p, true, None);
+        threads_under(p, true, None, 0);
     }
 }
 
@@ -654,7 +665,7 @@ fn threads_with_tunables_changing_under_them() {
 #[test]
 fn threads_on_lazy_groups_with_a_small_cache() {
     for p in Policy::ALL {
-        let (a, owners) = threads_under(p, false, Some(3));
+        let (a, owners) = threads_under(p, false, Some(3), 0);
         assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
         for g in 0..a.geometry().group_count() {
             let bits = a.disk_bitmap(g).unwrap();
@@ -715,7 +726,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
                     let req = request(owner, (i % 40) * 700, len, (i % 4) as u8, th as u32, goal);
                     match a.allocate(&req) {
                         Ok(x) => {
-                            claim(&owners, x.extent, th, policy);
+                            claim(&owners, x.extent, th, policy, 0);
                             live.push((owner, x.extent));
                         }
                         Err(Error::NoSpace { .. }) => {
@@ -727,7 +738,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
                                 if k % 3 == 0 {
                                     return true;
                                 }
-                                release(&owners, e);
+                                release(&owners, e, 0);
                                 a.free(o, e).unwrap();
                                 false
                             });
@@ -789,20 +800,26 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
     assert_eq!(got, free, "{policy:?} optimize {optimize}: blocks lost");
 }
 
-/// Marks `e` held by thread `th` in the ownership array: no block of it may be held already.
-fn claim(owners: &[AtomicU8], e: Extent, th: u64, policy: Policy) {
-    for b in e.start..e.end() {
+/// The clusters (of `2^bits` blocks) holding the blocks of `e`.
+fn clusters(e: Extent, bits: u32) -> std::ops::RangeInclusive<u64> {
+    (e.start >> bits)..=((e.end() - 1) >> bits)
+}
+
+/// Marks the clusters of `e` (blocks without bigalloc) held by thread `th` in the ownership
+/// array, one entry per cluster: none of them may be held already.
+fn claim(owners: &[AtomicU8], e: Extent, th: u64, policy: Policy, bits: u32) {
+    for b in clusters(e, bits) {
         let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
         assert_eq!(
             prev, 0,
-            "{policy:?}: block {b} handed to thread {th} while held by {prev}"
+            "{policy:?}: cluster {b} handed to thread {th} while held by {prev}"
         );
     }
 }
 
-/// Marks `e` held by nobody, before it is freed.
-fn release(owners: &[AtomicU8], e: Extent) {
-    for b in e.start..e.end() {
+/// Marks the clusters of `e` held by nobody, before it is freed.
+fn release(owners: &[AtomicU8], e: Extent, bits: u32) {
+    for b in clusters(e, bits) {
         owners[b as usize].store(0, Ordering::SeqCst);
     }
 }
@@ -814,10 +831,11 @@ fn threads_under(
     policy: Policy,
     tune: bool,
     cache: Option<u32>,
+    bits: u32,
 ) -> (Arc<Allocator>, Arc<Vec<AtomicU8>>) {
     // 8 groups; 32 when the cache bounds them, so that goals keep landing on unloaded ones.
-    let size = if cache.is_some() { 4 << 30 } else { 1 << 30 };
-    let geo = Geometry::ext4_default(size).unwrap();
+    let size: u64 = if cache.is_some() { 4 << 30 } else { 1 << 30 };
+    let geo = Geometry::with_clusters(4096, bits, 32768, (size / 4096) << bits, 0, 16).unwrap();
     let mut t = policy.tunables(&geo, 4);
     t.mb_optimize_scan = true;
     let mut b = Allocator::builder(geo)
@@ -834,10 +852,13 @@ fn threads_under(
             .load_cost(read);
     }
     let a = Arc::new(b.build().unwrap());
-    let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.clusters_per_group());
+    let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.blocks_per_group());
     let commit_every = if spread { 10 } else { 50 };
-    let owners: Arc<Vec<AtomicU8>> =
-        Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
+    let owners: Arc<Vec<AtomicU8>> = Arc::new(
+        (0..geo.clusters_count())
+            .map(|_| AtomicU8::new(0))
+            .collect(),
+    );
     let handles: Vec<_> = (0..4u64)
         .map(|th| {
             let (a, owners) = (a.clone(), owners.clone());
@@ -855,16 +876,16 @@ fn threads_under(
                     let mut req = request(owner, (i % 40) * 300, len, kind, th as u32, 0);
                     if spread {
                         let g = u64::from(i * 5 + th as u32 * 3) % u64::from(groups);
-                        req = req.with_goal(g * u64::from(bpg) + u64::from(i % 7) * 1000);
+                        req = req.with_goal(g * bpg + u64::from(i % 7) * 1000);
                     }
                     if let Ok(x) = a.allocate(&req) {
-                        claim(&owners, x.extent, th, policy);
+                        claim(&owners, x.extent, th, policy, bits);
                         live.push((owner, x.extent));
                     }
                     if i % 3 == 0 && !live.is_empty() {
                         let (o, e): (u64, Extent) =
                             live.swap_remove((i as usize * 13) % live.len());
-                        release(&owners, e);
+                        release(&owners, e, bits);
                         a.free(o, e).unwrap();
                     }
                     if i % commit_every == 0 {
