@@ -88,19 +88,22 @@ fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
 /// `lazy_cache`: groups load lazily into a cache of that many; `readers`: prefetch reads run
 /// on that many background threads (scheduled by shuttle like the rest).
 fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>, readers: usize) -> Arc<Allocator> {
-    fs_of(4096, policy, optimize, lazy_cache, readers)
+    fs_of(4096, 0, policy, optimize, lazy_cache, readers)
 }
 
 /// [`fs`] with blocks of `block_size` bytes: with 1 KiB blocks two groups share a buddy-cache
-/// page, and building one group builds its page-mate too.
+/// page, and building one group builds its page-mate too. `cluster_bits` > 0: bigalloc, the
+/// groups' `BPG` bits count clusters of `2^cluster_bits` blocks.
 fn fs_of(
     block_size: u32,
+    cluster_bits: u32,
     policy: Policy,
     optimize: bool,
     lazy_cache: Option<u32>,
     readers: usize,
 ) -> Arc<Allocator> {
-    let geo = Geometry::new(block_size, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    let blocks = (GROUPS * u64::from(BPG)) << cluster_bits;
+    let geo = Geometry::with_clusters(block_size, cluster_bits, BPG, blocks, 0, 4).unwrap();
     let mut t = policy.tunables(&geo, 2);
     t.mb_optimize_scan = optimize;
     let mut b = Allocator::builder(geo)
@@ -113,28 +116,37 @@ fn fs_of(
     Arc::new(b.build().unwrap())
 }
 
-/// Who holds each block (0: nobody, else thread + 1).
-struct Holders(Vec<AtomicU8>);
+/// Who holds each cluster (each block without bigalloc; 0: nobody, else thread + 1), and the
+/// clusters' `cluster_bits`.
+struct Holders(Vec<AtomicU8>, u32);
 
 impl Holders {
     fn new() -> Arc<Holders> {
+        Self::of_clusters(0)
+    }
+    fn of_clusters(bits: u32) -> Arc<Holders> {
         Arc::new(Holders(
             (0..GROUPS * u64::from(BPG))
                 .map(|_| AtomicU8::new(0))
                 .collect(),
+            bits,
         ))
     }
+    /// The clusters holding `e`'s blocks.
+    fn clusters(&self, e: Extent) -> std::ops::RangeInclusive<u64> {
+        (e.start >> self.1)..=((e.end() - 1) >> self.1)
+    }
     fn claim(&self, e: Extent, th: u8) {
-        for b in e.start..e.end() {
+        for b in self.clusters(e) {
             let prev = self.0[b as usize].swap(th + 1, Ordering::SeqCst);
             assert_eq!(
                 prev, 0,
-                "block {b} handed to thread {th} while held by {prev}"
+                "cluster {b} handed to thread {th} while held by {prev}"
             );
         }
     }
     fn release(&self, e: Extent) {
-        for b in e.start..e.end() {
+        for b in self.clusters(e) {
             self.0[b as usize].store(0, Ordering::SeqCst);
         }
     }
@@ -152,7 +164,8 @@ fn drain(a: &Allocator, live: Vec<(u64, Extent)>, owners: impl Iterator<Item = u
     }
     a.discard_group_preallocations();
     a.check_consistency().unwrap();
-    let free = GROUPS * u64::from(BPG) - RESERVED;
+    let geo = a.geometry();
+    let free = geo.c2b(geo.clusters_count() - geo.num_b2c(RESERVED));
     assert_eq!(a.free_blocks(), free);
     assert_eq!(a.pending_blocks(), 0);
     assert!(a.preallocations().is_empty(), "{:?}", a.preallocations());
@@ -211,8 +224,13 @@ fn join_all(workers: Vec<thread::JoinHandle<Held>>) -> Held {
 /// (`discard_preallocations_for`) while their owners allocate from them.
 /// Returns whether a request was refused for want of space.
 fn full_filesystem(policy: Policy, optimize: bool) -> bool {
-    let a = fs(policy, optimize, None, 0);
-    let held = Holders::new();
+    full_filesystem_of(policy, optimize, 0)
+}
+
+/// [`full_filesystem`] with clusters of `2^cluster_bits` blocks.
+fn full_filesystem_of(policy: Policy, optimize: bool, cluster_bits: u32) -> bool {
+    let a = fs_of(4096, cluster_bits, policy, optimize, None, 0);
+    let held = Holders::of_clusters(cluster_bits);
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
             let (a, held) = (a.clone(), held.clone());
@@ -307,6 +325,15 @@ fn full_filesystem_linux_6_18() {
 fn full_filesystem_proposed_optimized() {
     explore_reaching("ran out of space", || {
         full_filesystem(Policy::Proposed, true)
+    });
+}
+
+/// The same with bigalloc clusters of 4 blocks: the claims, refusals, frees (whole clusters)
+/// and discards work in clusters, requests in blocks.
+#[test]
+fn full_filesystem_bigalloc_linux_6_18() {
+    explore_reaching("ran out of space", || {
+        full_filesystem_of(Policy::Linux618, true, 2)
     });
 }
 
@@ -431,7 +458,7 @@ fn tunables_under_load_proposed() {
 /// groups reloaded included. Returns whether a group was evicted and a prefetched bitmap was
 /// loaded.
 fn lazy_small_cache(policy: Policy, block_size: u32) -> bool {
-    let a = fs_of(block_size, policy, true, Some(2), 1);
+    let a = fs_of(block_size, 0, policy, true, Some(2), 1);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
