@@ -210,7 +210,7 @@ impl Geometry {
     /// `EXT4_NUM_B2C`: clusters needed to hold `blocks` blocks (rounds up).
     #[inline]
     pub fn num_b2c(&self, blocks: u64) -> u64 {
-        blocks.div_ceil(u64::from(self.cluster_ratio()))
+        (blocks + (u64::from(self.cluster_ratio()) - 1)) >> self.cluster_bits
     }
     /// `EXT4_PBLK_COFF` / `EXT4_LBLK_COFF`: the offset of a block inside its cluster.
     #[inline]

@@ -238,8 +238,10 @@ fn full_filesystem_of(policy: Policy, optimize: bool, cluster_bits: u32) -> bool
                 let (mut live, mut refused) = (Vec::new(), 0);
                 for i in 0..16u32 {
                     let owner = worker_owner(th, i);
-                    let len = 1 + (i * 53 + th as u32 * 31) % 200;
-                    let goal = u64::from(i * 97 + th as u32 * 301) % (GROUPS * u64::from(BPG));
+                    // Lengths and goals scaled to the clusters, so that the space runs out.
+                    let len = (1 + (i * 53 + th as u32 * 31) % 200) << cluster_bits;
+                    let goal = u64::from(i * 97 + th as u32 * 301)
+                        % ((GROUPS * u64::from(BPG)) << cluster_bits);
                     let kind = ((i + th as u32) % 4) as u8;
                     let req = request(owner, (i / 3) * 160, len, kind, th as u32, goal);
                     match a.allocate(&req) {

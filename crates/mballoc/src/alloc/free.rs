@@ -59,6 +59,7 @@ impl Allocator {
     /// `flags` keeps it (`NOFREE_FIRST_CLUSTER`, `NOFREE_LAST_CLUSTER`: the file still uses
     /// another block of it), and nothing is freed when only kept clusters remain. Without
     /// bigalloc every block is its own cluster and the flags change nothing.
+    #[inline]
     pub fn free_blocks_in_transaction(
         &self,
         _owner: u64,
@@ -95,6 +96,7 @@ impl Allocator {
 
     /// The common case: `extent` lies in one group (`c`). The same steps as
     /// [`Allocator::free_across_groups`], without collecting pieces and guards.
+    #[inline]
     fn free_in_group(&self, extent: Extent, c: Ex, tid: u64) -> Result<(), Error> {
         // Unlike ext4 (which skips them), a free into a corrupt group is refused outright.
         self.refuse_corrupt([c.group])?;
@@ -584,6 +586,9 @@ impl Allocator {
 /// where `flags` keeps a partial first or last cluster; `None` if nothing is left to free.
 /// The result starts on a cluster and is a whole number of clusters long.
 pub(crate) fn whole_clusters(geo: &Geometry, extent: Extent, flags: FreeFlags) -> Option<Extent> {
+    if geo.cluster_bits() == 0 {
+        return Some(extent);
+    }
     let ratio = u64::from(geo.cluster_ratio());
     let (mut block, mut count) = (extent.start, u64::from(extent.len));
     let overflow = geo.cluster_offset(block);

@@ -336,6 +336,7 @@ impl Allocator {
     /// and nothing measured in it is kept: the kernel still uses its best extent there, which
     /// takes the group's free blocks off the free count a second time; here no block of an
     /// inconsistent group is handed out and the counters stay exact.
+    #[inline(never)]
     fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         let Some(l) = st.loaded.as_ref() else { return };
         let skip_short = !ctx.cr.expensive();
