@@ -25,9 +25,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::alloc::allocator::Allocator;
-use crate::group::bitmap::Bitmap;
 use crate::error::Error;
 use crate::geometry::Geometry;
+use crate::group::bitmap::Bitmap;
 use crate::load::source::BitmapSource;
 use crate::stats::bump;
 use crate::store::delta::push_merged;
