@@ -116,20 +116,3 @@ impl StoreError {
         }
     }
 }
-
-/// Lets the allocator core use `?` on store calls. Corruption keeps its group so the allocator
-/// can mark the group and carry on; everything else becomes the generic `Store` variant.
-impl From<StoreError> for crate::Error {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Corrupt { group, what } => crate::Error::CorruptGroup {
-                group,
-                reason: what,
-            },
-            StoreError::NoSuchGroup { group, groups } => {
-                crate::Error::NoSuchGroup { group, groups }
-            }
-            other => crate::Error::Store(other),
-        }
-    }
-}
