@@ -521,6 +521,22 @@ impl Allocator {
             self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
         }
+        self.check_group(grp, st);
+    }
+
+    /// With the `aggressive-check` feature: [`GroupState::check`] on a group that is not
+    /// corrupt (a corrupt group's views disagree by definition), panicking with what broke.
+    /// Without it, nothing.
+    #[inline(always)]
+    pub(crate) fn check_group(&self, grp: &Group, st: &GroupState) {
+        #[cfg(feature = "aggressive-check")]
+        if !self.bits(grp.no).is_corrupt() {
+            if let Err(e) = st.check(self.geo.group_len(grp.no), self.geo.bsbits()) {
+                panic!("group {}: {e}", grp.no);
+            }
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (grp, st);
     }
 
     /// Gives the group class `class`, claimed by CPU `home` (a reset: none and [`NO_HOME`]):

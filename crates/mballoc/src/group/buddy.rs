@@ -311,6 +311,7 @@ impl Buddy {
         if self.first_free == start {
             self.first_free += len;
         }
+        self.check_after("mark_used", start, len);
         ret
     }
 
@@ -380,6 +381,20 @@ impl Buddy {
         self.count(merged, true);
         self.free += count;
         self.first_free = self.first_free.min(first);
+        self.check_after("free_blocks", first, count);
+    }
+
+    /// With the `aggressive-check` feature (the kernel's `AGGRESSIVE_CHECK`, whose
+    /// `mb_check_buddy` runs after every `mb_mark_used` and `mb_free_blocks`): the whole buddy
+    /// against a regeneration from its runs after every change. Without it, nothing.
+    #[inline(always)]
+    fn check_after(&self, what: &str, start: u32, len: u32) {
+        #[cfg(feature = "aggressive-check")]
+        if let Err(e) = self.check(self.max_order - 1) {
+            panic!("buddy inconsistent after {what} of [{start}, +{len}): {e}");
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (what, start, len);
     }
 
     /// Lowest-addressed free chunk of exactly `order` (the simple scan's pick).
