@@ -7,31 +7,31 @@
 //! commit.
 
 mod alloc;
-pub mod error;
-pub mod geometry;
+mod error;
+mod geometry;
 mod group;
 mod load;
-pub mod policy;
-pub mod request;
-pub mod stats;
+mod policy;
+mod request;
+mod stats;
 pub mod store;
 mod sync;
-pub mod tunables;
+mod tunables;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use group::{bitmap, buddy, size_class};
-pub use load::source;
-
+#[cfg(feature = "testing")]
+pub use alloc::GroupLockHold;
 pub use alloc::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::{Geometry, GeometryError};
+pub use group::bitmap::Bitmap;
+pub use group::size_class::SizeClass;
+pub use load::source::{BitmapSource, MemSource};
 pub use policy::{apply_settings, Policy};
 pub use request::{
     Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
 };
-pub use size_class::SizeClass;
-pub use source::{BitmapSource, MemSource};
 pub use stats::{GroupSnapshot, StatsSnapshot};
-pub use tunables::{KernelFlavor, Tunables};
+pub use tunables::{possible_cpus, KernelFlavor, Tunables};

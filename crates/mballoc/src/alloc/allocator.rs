@@ -103,6 +103,7 @@ pub struct Allocator {
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+#[cfg(feature = "testing")]
 pub struct GroupLockHold<'a>(#[allow(dead_code)] crate::sync::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
@@ -147,7 +148,9 @@ impl Builder {
         self.lazy = lazy;
         self
     }
-    /// Charge this much busy time per bitmap read of the in-memory device.
+    /// Charge this much busy time per bitmap read of the in-memory device (tests of lazy
+    /// loading; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn load_cost(mut self, cost: std::time::Duration) -> Self {
         self.load_cost = cost;
         self
@@ -741,7 +744,8 @@ impl Allocator {
     }
 
     /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
-    /// group would (for tests and the lab's contention experiments, seed 001).
+    /// group would (tests of the contention paths, seed 001; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,

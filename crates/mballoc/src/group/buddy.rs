@@ -151,12 +151,6 @@ impl Buddy {
             .get(self.runs.run_from(start))
             .is_none_or(|r| r.start >= end)
     }
-    pub fn group_size(&self) -> u32 {
-        self.group_size
-    }
-    pub fn max_order(&self) -> u32 {
-        self.max_order
-    }
 
     /// Highest order with a free chunk, or −1 (`mb_set_largest_free_order`).
     pub fn largest_free_order(&self) -> i32 {
@@ -414,13 +408,15 @@ impl Buddy {
         None
     }
 
-    /// First free cluster at or after `from`.
+    /// First free cluster at or after `from` (tests: the scans walk the runs).
+    #[cfg(test)]
     pub fn next_free(&self, from: u32) -> Option<u32> {
         self.runs
             .get(self.runs.run_from(from))
             .map(|r| r.start.max(from))
     }
     /// First used cluster at or after `from` (or the group size).
+    #[cfg(test)]
     pub fn next_used(&self, from: u32) -> u32 {
         match self.run_at(from) {
             Some((_, r)) => r.end,
@@ -432,6 +428,7 @@ impl Buddy {
     /// (with `skip_short`, only those with at least `needed` clusters from their start or
     /// `from`) cut into `mb_find_extent(needed)` pieces, as the kernel's walk that restarts
     /// at the end of each measured extent.
+    #[cfg(test)]
     pub fn scan_extents(&self, from: u32, needed: u32, skip_short: bool) -> ScanExtents<'_> {
         ScanExtents {
             buddy: self,
@@ -443,6 +440,7 @@ impl Buddy {
     }
 
     /// The first position `>= from` from which at least `len` clusters are free.
+    #[cfg(test)]
     pub fn next_fit(&self, from: u32, len: u32) -> Option<u32> {
         self.scan_extents(from, len, true).next().map(|(s, _)| s)
     }
@@ -488,6 +486,7 @@ impl Buddy {
 }
 
 /// Iterator of [`Buddy::scan_extents`]: `(start, len)` pairs.
+#[cfg(test)]
 pub struct ScanExtents<'a> {
     buddy: &'a Buddy,
     idx: usize,
@@ -496,6 +495,7 @@ pub struct ScanExtents<'a> {
     skip_short: bool,
 }
 
+#[cfg(test)]
 impl Iterator for ScanExtents<'_> {
     type Item = (u32, u32);
     #[inline]
