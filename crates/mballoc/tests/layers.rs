@@ -105,7 +105,10 @@ fn the_check_sees_an_upward_path() {
         crate_paths("use crate::alloc::allocator::Allocator; // crate::x"),
         ["alloc"]
     );
-    assert_eq!(crate_paths("use crate::{Allocator, Request};"), ["{Allocator"]);
+    assert_eq!(
+        crate_paths("use crate::{Allocator, Request};"),
+        ["{Allocator"]
+    );
     assert!(crate_paths("/// [`Group`](crate::group::info::Group)").is_empty());
     assert!(layer_of("alloc") > layer_of("group"));
 }
