@@ -111,6 +111,7 @@ impl Geometry {
         Self::new(4096, 32768, bytes / 4096, 0, 16)
     }
 
+    /// Bytes per block.
     pub fn block_size(&self) -> u32 {
         self.block_size
     }
@@ -131,12 +132,15 @@ impl Geometry {
     pub fn blocks_per_group(&self) -> u32 {
         self.blocks_per_group
     }
+    /// Blocks of the filesystem (`s_blocks_count`).
     pub fn blocks_count(&self) -> u64 {
         self.blocks_count
     }
+    /// The first block groups count from (`s_first_data_block`).
     pub fn first_data_block(&self) -> u64 {
         self.first_data_block
     }
+    /// Groups per flex group (1: no flex_bg).
     pub fn flex_bg_size(&self) -> u32 {
         self.flex_bg_size
     }

@@ -49,6 +49,8 @@
 //!   regeneration and the group's bitmap, free counts, pending frees and preallocations against
 //!   each other (the kernel's `AGGRESSIVE_CHECK`); slow, for the model-based tests.
 
+#![warn(missing_docs)]
+
 mod alloc;
 mod error;
 mod geometry;

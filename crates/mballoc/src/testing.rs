@@ -36,6 +36,7 @@ pub enum Outcome {
 /// A store that opened.
 #[derive(Debug, Default)]
 pub struct Summary {
+    /// Groups of the store.
     pub groups: u32,
     /// Groups found corrupt (descriptor or bitmap).
     pub corrupt: Vec<u32>,

@@ -178,6 +178,8 @@ impl Builder {
         self
     }
 
+    /// The allocator: groups from the source (or the store), every bitmap read now unless
+    /// lazy. Errors: a geometry or used ranges the source refuses, a store that does not fit.
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
         let durable = self
@@ -271,6 +273,7 @@ impl Allocator {
         Self::builder(geo).used(used).build()
     }
 
+    /// The geometry the allocator was built for.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
     }

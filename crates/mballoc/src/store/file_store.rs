@@ -91,6 +91,7 @@ impl FileStore {
         Self::create_with(path, geometry, used, FileStoreOptions::default())
     }
 
+    /// [`create`](FileStore::create) with a choice of log size.
     pub fn create_with(
         path: &Path,
         geometry: Geometry,

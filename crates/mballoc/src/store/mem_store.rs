@@ -22,6 +22,7 @@ use crate::sync::Mutex;
 /// What one bitmap load costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LoadCost {
+    /// Nothing.
     #[default]
     Free,
     /// Sleep: models waiting on a device (other threads keep the CPU).
@@ -105,6 +106,7 @@ impl MemStore {
         self.with_cost(LoadCost::Sleep(cost))
     }
 
+    /// Every bitmap load costs `cost`.
     pub fn with_cost(mut self, cost: LoadCost) -> Self {
         self.cost = cost;
         self

@@ -139,6 +139,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 pub struct GroupDesc {
     /// Free blocks in the group (ext4's `bg_free_blocks_count`).
     pub free: u32,
+    /// `BLOCK_UNINIT`, `CORRUPT`.
     pub flags: GroupFlags,
 }
 
@@ -155,6 +156,7 @@ impl GroupFlags {
     /// The flags a descriptor may carry on disk.
     pub(crate) const ON_DISK: u16 = 1;
 
+    /// Whether every flag of `other` is set.
     pub fn contains(self, other: GroupFlags) -> bool {
         self.0 & other.0 == other.0
     }
@@ -163,11 +165,14 @@ impl GroupFlags {
 /// A run of absolute blocks `[start, start + len)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Extent {
+    /// First block.
     pub start: u64,
+    /// Blocks.
     pub len: u64,
 }
 
 impl Extent {
+    /// `len` blocks from `start`.
     pub fn new(start: u64, len: u64) -> Self {
         Extent { start, len }
     }
@@ -183,6 +188,7 @@ pub struct Commit {
 }
 
 impl Commit {
+    /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
         self.allocated.is_empty() && self.freed.is_empty()
     }
