@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
+use crate::alloc::prealloc::space::{LocalityGroup, Preallocs};
 use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::bitmap::Bitmap;
@@ -51,9 +51,8 @@ pub struct Allocator {
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
     /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
-    /// `s_locality_groups`, one per possible CPU.
-    pub(crate) lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
-    pub(crate) owners: OwnerTable,
+    /// Inode PAs by owner, locality-group PAs by CPU.
+    pub(crate) pa: Preallocs,
     /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// Held by a commit from closing its transaction until its frees are released.
@@ -212,10 +211,7 @@ impl Builder {
             read_marks: ReadMarks::new(n),
             uninit: Padded(AtomicU32::new(n)),
             classless: Padded(AtomicU32::new(n)),
-            lgs: (0..self.cpus)
-                .map(|_| Padded(Mutex::new(LocalityGroup::default())))
-                .collect(),
-            owners: OwnerTable::new(),
+            pa: Preallocs::new(self.cpus),
             pending_groups: Padded(Mutex::new(Vec::new())),
             committing: Padded(Mutex::new(())),
             commit_done: Padded((Mutex::new(()), Condvar::default())),
@@ -664,6 +660,7 @@ impl Allocator {
     /// trees: the same PAs, each once.
     fn check_registered(&self, mut registered: Vec<(u64, u32, u64, u32)>) -> Result<(), String> {
         let mut live: Vec<_> = self
+            .pa
             .owners
             .all()
             .into_iter()
@@ -738,7 +735,7 @@ impl Allocator {
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
-        &self.lgs[self.lg_index(cpu)]
+        self.pa.lg(self.lg_index(cpu))
     }
 
     /// Which locality group CPU `cpu` uses (its index in `lgs`).
@@ -759,7 +756,8 @@ impl Allocator {
 
     /// Owners that currently hold inode preallocations, with their count.
     pub fn preallocations(&self) -> Vec<(u64, usize)> {
-        self.owners
+        self.pa
+            .owners
             .all()
             .into_iter()
             .map(|(o, p)| (o, p.lock().pas.len()))

@@ -56,9 +56,9 @@ impl Allocator {
         let owner_arc = if !ctx.flags.contains(Flags::HINT_DATA) {
             None
         } else if ctx.flags.contains(Flags::HINT_NOPREALLOC) {
-            self.owners.get(req.owner)
+            self.pa.owners.get(req.owner)
         } else {
-            Some(self.owners.get_or_create(req.owner))
+            Some(self.pa.owners.get_or_create(req.owner))
         };
         let mut owner = owner_arc.as_ref().map(|a| a.lock());
         let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
@@ -70,7 +70,7 @@ impl Allocator {
         drop(owner);
         drop(owner_arc);
         if now_empty {
-            self.owners.forget_if_empty(req.owner);
+            self.pa.owners.forget_if_empty(req.owner);
         }
         if let Ok(a) = &result {
             stats.bump(|c| &c.success);
