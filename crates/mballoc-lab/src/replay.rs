@@ -190,7 +190,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         case: case.name.clone(),
         source,
     };
-    let geo = init.geometry().map_err(setup)?;
+    let geo = init.geometry().map_err(|e| setup(e.into()))?;
     let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
@@ -403,7 +403,7 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
         };
         // One bit per cluster; the capture's free extents are blocks, whole clusters.
         let len = geo.group_len(fg.group);
-        let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
+        let mut kernel_free = mballoc::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
             let off = geo.b2c(s - geo.group_first_block(fg.group)) as u32;
             kernel_free.set_range(off, off + geo.num_b2c(l) as u32);

@@ -8,7 +8,18 @@
 //! counterparts: `ext4_get_group_no_and_offset`, `ext4_group_first_block_no`,
 //! `EXT4_B2C`/`EXT4_C2B`/`EXT4_NUM_B2C`, `EXT4_CLUSTERS_PER_GROUP`.
 
-use crate::error::Error;
+/// A geometry no filesystem can have: the field at fault, its value and what it must be.
+/// The crate's `Error` takes it in as `Error::InvalidGeometry`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid geometry: {field} = {value} (must be {reason})")]
+pub struct GeometryError {
+    /// The argument at fault.
+    pub field: &'static str,
+    /// Its value.
+    pub value: u64,
+    /// What it must be.
+    pub reason: &'static str,
+}
 
 /// Largest cluster mke2fs makes (`EXT2_MAX_CLUSTER_LOG_SIZE`: 512 MiB).
 pub const MAX_CLUSTER_SIZE: u64 = 1 << 29;
@@ -44,7 +55,7 @@ impl Geometry {
         blocks_count: u64,
         first_data_block: u64,
         flex_bg_size: u32,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, GeometryError> {
         Self::with_clusters(
             block_size,
             0,
@@ -67,9 +78,9 @@ impl Geometry {
         blocks_count: u64,
         first_data_block: u64,
         flex_bg_size: u32,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, GeometryError> {
         let bad = |field: &'static str, value: u64, reason: &'static str| {
-            Err(Error::InvalidGeometry {
+            Err(GeometryError {
                 field,
                 value,
                 reason,
@@ -161,10 +172,11 @@ impl Geometry {
 
     /// A geometry laid out like `mkfs.ext4` would for `bytes` of space with 4 KiB blocks:
     /// 32768 blocks per group and flex_bg 16.
-    pub fn ext4_default(bytes: u64) -> Result<Self, Error> {
+    pub fn ext4_default(bytes: u64) -> Result<Self, GeometryError> {
         Self::new(4096, 32768, bytes / 4096, 0, 16)
     }
 
+    /// Bytes per block.
     pub fn block_size(&self) -> u32 {
         self.block_size
     }
@@ -225,9 +237,11 @@ impl Geometry {
     pub fn clusters_count(&self) -> u64 {
         self.b2c(self.blocks_count)
     }
+    /// The first block groups count from (`s_first_data_block`).
     pub fn first_data_block(&self) -> u64 {
         self.first_data_block
     }
+    /// Groups per flex group (1: no flex_bg).
     pub fn flex_bg_size(&self) -> u32 {
         self.flex_bg_size
     }
@@ -309,7 +323,7 @@ mod tests {
     fn bad_geometry_is_an_error() {
         assert!(matches!(
             Geometry::new(3000, 32768, 1 << 20, 0, 16),
-            Err(Error::InvalidGeometry {
+            Err(GeometryError {
                 field: "block_size",
                 ..
             })
@@ -347,8 +361,8 @@ mod tests {
     /// What mke2fs refuses is refused, with the offending value.
     #[test]
     fn bad_cluster_geometry_is_an_error() {
-        let field = |r: Result<Geometry, Error>| match r {
-            Err(Error::InvalidGeometry { field, value, .. }) => (field, value),
+        let field = |r: Result<Geometry, GeometryError>| match r {
+            Err(GeometryError { field, value, .. }) => (field, value),
             other => panic!("{other:?}"),
         };
         // 2^17 blocks of 4 KiB = 512 MiB clusters pass the size, not the group limit.

@@ -159,10 +159,10 @@ impl InitialState {
 
     /// The allocator's geometry of this file system: with bigalloc, clusters of
     /// `cluster_size` bytes and `blocks_per_group / ratio` clusters per group.
-    pub fn geometry(&self) -> Result<mballoc::Geometry, mballoc::Error> {
+    pub fn geometry(&self) -> Result<mballoc::Geometry, mballoc::GeometryError> {
         let ratio = (self.cluster_size / self.block_size.max(1)).max(1);
         if !ratio.is_power_of_two() || self.cluster_size % self.block_size.max(1) != 0 {
-            return Err(mballoc::Error::InvalidGeometry {
+            return Err(mballoc::GeometryError {
                 field: "cluster_size",
                 value: self.cluster_size.into(),
                 reason: "a power-of-two multiple of the block size",
