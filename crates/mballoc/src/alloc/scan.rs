@@ -6,14 +6,14 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::allocator::Allocator;
-use crate::context::{Ctx, Ex, Status};
+use crate::alloc::allocator::Allocator;
+use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::group::{Group, GroupState};
+use crate::group::info::{Group, GroupState};
 use crate::request::{Criterion, Flags};
-use crate::runs::Run;
-use crate::size_class::{Claim, SizeClass};
-use crate::state;
+use crate::group::runs::Run;
+use crate::group::size_class::{Claim, SizeClass};
+use crate::group::state;
 use crate::sync::MutexGuard;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
@@ -119,7 +119,7 @@ impl Allocator {
 
     /// The size-class filter of the current stage (`find_free_extent_check_size_class`). The
     /// index walks only reach groups of the classes the stage admits (see
-    /// [`crate::class_index`]), so there it rejects on the rest of the claim (data for the
+    /// [`crate::group::class_index`]), so there it rejects on the rest of the claim (data for the
     /// unset / empty stages, the CPU with `size_class_per_cpu`); linear walks reach every
     /// group and it rejects on the class too. It is also the final check under the lock.
     fn class_admits(&self, ctx: &Ctx, grp: &Group) -> bool {

@@ -9,15 +9,15 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::allocator::Allocator;
-use crate::context::Ex;
+use crate::alloc::allocator::Allocator;
+use crate::alloc::context::Ex;
 use crate::error::Error;
 use smallvec::SmallVec;
 
-use crate::group::{GroupState, PaSpan, PendingFree};
-use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::group::info::{GroupState, PaSpan, PendingFree};
+use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::Extent;
-use crate::state;
+use crate::group::state;
 use crate::stats::{add, bump};
 
 impl Allocator {
@@ -399,8 +399,8 @@ impl Allocator {
 
     fn after_release(
         &self,
-        grp: &crate::group::Group,
-        st: &mut crate::group::GroupState,
+        grp: &crate::group::info::Group,
+        st: &mut crate::group::info::GroupState,
         freed: u64,
     ) {
         if freed == 0 {

@@ -4,12 +4,12 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::allocator::Allocator;
-use crate::context::{Ctx, Ex, Status};
+use crate::alloc::allocator::Allocator;
+use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::group::{Group, GroupState, PaSpan};
-use crate::normalize::{group_or_file, normalize};
-use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::group::info::{Group, GroupState, PaSpan};
+use crate::alloc::normalize::{group_or_file, normalize};
+use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
 use crate::stats::add;
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::bitmap::Bitmap;
+use crate::group::bitmap::Bitmap;
 use crate::error::Error;
 use crate::geometry::Geometry;
 

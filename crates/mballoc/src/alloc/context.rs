@@ -2,7 +2,7 @@
 
 use crate::error::Error;
 use crate::request::{Criterion, Flags, GroupExtent, Request};
-use crate::size_class::{SizeClass, Stage};
+use crate::group::size_class::{SizeClass, Stage};
 use crate::stats::LocalStats;
 use crate::tunables::Tunables;
 
