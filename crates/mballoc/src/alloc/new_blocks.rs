@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 
 use crate::alloc::allocator::Allocator;
 use crate::alloc::context::{Ctx, Ex, Status};
-use crate::alloc::normalize::{group_or_file, normalize};
-use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::error::Error;
 use crate::group::info::{Group, GroupState, PaSpan};
+use crate::alloc::normalize::{group_or_file, normalize};
+use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
 use crate::stats::add;
 

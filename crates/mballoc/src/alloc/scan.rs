@@ -10,10 +10,10 @@ use crate::alloc::allocator::Allocator;
 use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
 use crate::group::info::{Group, GroupState};
+use crate::request::{Criterion, Flags};
 use crate::group::runs::Run;
 use crate::group::size_class::{Claim, SizeClass};
 use crate::group::state;
-use crate::request::{Criterion, Flags};
 use crate::sync::MutexGuard;
 
 /// `EXT4_MAX_CONTENTION`, `EXT4_CONTENTION_THRESHOLD`.
