@@ -112,7 +112,8 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         0 => spec.full_bytes,
         n => n,
     };
-    let layout = mkfs::layout(fs_size)?;
+    // `journal=0`: made without one (`mkfs.ext4 -O ^has_journal`), so no journal blocks either.
+    let layout = mkfs::layout_with(fs_size, lab.journal.unwrap_or(true))?;
     let geo = Geometry::new(
         4096,
         layout.blocks_per_group,
