@@ -656,13 +656,19 @@ fn threads_on_lazy_groups_with_a_small_cache() {
     for p in Policy::ALL {
         let (a, owners) = threads_under(p, false, Some(3), WITH_JOURNAL);
         assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
-        for g in 0..a.geometry().group_count() {
-            let bits = a.disk_bitmap(g).unwrap();
-            for i in 0..a.geometry().group_len(g) {
-                let b = a.geometry().block_of(g, i) as usize;
-                if owners[b].load(Ordering::Relaxed) != 0 {
-                    assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
-                }
+        held_blocks_are_used(&a, &owners, p);
+    }
+}
+
+/// Every block a thread holds (`owners`) is in use in its group's bitmap.
+fn held_blocks_are_used(a: &Allocator, owners: &[AtomicU8], p: Policy) {
+    let geo = a.geometry();
+    for g in 0..geo.group_count() {
+        let bits = a.disk_bitmap(g).unwrap();
+        for i in 0..geo.group_len(g) {
+            let b = geo.block_of(g, i) as usize;
+            if owners[b].load(Ordering::Relaxed) != 0 {
+                assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
             }
         }
     }
@@ -676,15 +682,7 @@ fn threads_without_a_journal_on_64k_pages() {
     for p in Policy::ALL {
         let (a, owners) = threads_under(p, false, Some(3), (false, 65536));
         assert_eq!(a.pending_blocks(), 0);
-        for g in 0..a.geometry().group_count() {
-            let bits = a.disk_bitmap(g).unwrap();
-            for i in 0..a.geometry().group_len(g) {
-                let b = a.geometry().block_of(g, i) as usize;
-                if owners[b].load(Ordering::Relaxed) != 0 {
-                    assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
-                }
-            }
-        }
+        held_blocks_are_used(&a, &owners, p);
     }
 }
 
