@@ -5,22 +5,22 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::group::bitmap::Bitmap;
-use crate::group::buddy::Buddy;
-use crate::load::cache::{GroupCache, EVICTED};
-use crate::group::class_index::{ClassIndex, Kind};
+use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
 use crate::error::Error;
 use crate::geometry::Geometry;
+use crate::group::bitmap::Bitmap;
+use crate::group::buddy::Buddy;
+use crate::group::class_index::{ClassIndex, Kind};
 use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
-use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
-use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
+use crate::group::size_class::SizeClass;
+use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::load::cache::{GroupCache, EVICTED};
 use crate::load::page::{BuddyPages, DEFAULT_PAGE_SIZE};
 use crate::load::readahead::{ReadAhead, Taken};
-use crate::group::size_class::SizeClass;
 use crate::load::source::{BitmapSource, MemSource};
-use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::sync::{Condvar, Mutex};
 use crate::tunables::{possible_cpus, Tunables};
 

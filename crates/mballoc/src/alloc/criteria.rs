@@ -7,13 +7,13 @@
 use std::sync::atomic::Ordering;
 
 use crate::alloc::allocator::Allocator;
-use crate::group::buddy::{avg_fragment_order, fls};
-use crate::group::class_index::{Kind, Walk, WalkSets};
 use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
-use crate::request::{Criterion, Flags};
+use crate::group::buddy::{avg_fragment_order, fls};
+use crate::group::class_index::{Kind, Walk, WalkSets};
 use crate::group::size_class::{Classes, SizeClass, Stage};
 use crate::group::state;
+use crate::request::{Criterion, Flags};
 use crate::stats::LocalStats;
 use crate::tunables::{KernelFlavor, Tunables};
 

@@ -5,6 +5,7 @@
 //! preallocation. Frees, commits and discards come back through `free` and `prealloc`.
 
 pub(crate) mod allocator;
+pub(crate) mod best_found;
 pub(crate) mod context;
 pub(crate) mod criteria;
 pub(crate) mod free;

@@ -2,8 +2,8 @@
 //! where (`ext4_mb_group_or_file`, `ext4_mb_normalize_request`, `ext4_mb_pa_adjust_overlap`).
 
 use crate::alloc::context::Ctx;
-use crate::geometry::Geometry;
 use crate::alloc::prealloc::space::OwnerPas;
+use crate::geometry::Geometry;
 use crate::request::Flags;
 
 /// `EXT_MAX_BLOCKS`.

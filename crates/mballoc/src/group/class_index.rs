@@ -17,8 +17,8 @@
 //! orders inside that class, a claim or a reset moves it between classes, both under the
 //! group lock. Readers walk without locks, as the kernel walks its xarrays.
 
-use crate::group::info::IndexChange;
 use crate::group::index::GroupSet;
+use crate::group::info::IndexChange;
 use crate::group::size_class::{Classes, SizeClass};
 use crate::sync::atomic::{AtomicU8, Ordering};
 

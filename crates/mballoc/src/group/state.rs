@@ -7,8 +7,8 @@
 //! are one or two lines, rarely written (the read marks, written on every walk, have a bitset
 //! of their own).
 
-use crate::sync::percpu::Isolated;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::Isolated;
 
 /// Buddy not generated yet (`EXT4_GROUP_INFO_NEED_INIT_BIT`).
 pub const NEED_INIT: u32 = 1 << 0;

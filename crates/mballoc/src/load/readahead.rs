@@ -16,8 +16,8 @@ use std::sync::Arc;
 use crate::sync::mpsc::{channel, Sender};
 use crate::sync::{Condvar, Mutex};
 
-use crate::group::bitmap::Bitmap;
 use crate::error::Error;
+use crate::group::bitmap::Bitmap;
 use crate::load::source::BitmapSource;
 
 #[derive(Default)]

@@ -13,8 +13,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::group::buddy::fls;
-use crate::sync::percpu::Padded;
 use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::percpu::Padded;
 use crate::sync::Mutex;
 
 /// `PREALLOC_TB_SIZE`: locality-group PA buckets by `min(fls(free) − 1, 9)`.
