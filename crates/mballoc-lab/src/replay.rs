@@ -197,7 +197,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         init.first_data_block,
         init.flex_bg_size.max(1),
     )
-    .map_err(setup)?;
+    .map_err(|e| setup(e.into()))?;
     let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))

@@ -3,6 +3,9 @@
 
 use thiserror::Error;
 
+use crate::geometry::{Geometry, GeometryError};
+use crate::store::StoreError;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Error {
     #[error("invalid geometry: {field} = {value} (must be {reason})")]
@@ -76,17 +79,14 @@ pub enum Error {
     NoSuchGroup { group: u32, groups: u32 },
 
     #[error("store error: {0}")]
-    Store(crate::store::StoreError),
+    Store(StoreError),
 
     /// The store refused or failed a commit. Nothing is lost: the allocations stay in memory,
     /// the frees stay pending, and the next `commit()` retries them all.
     #[error(
         "commit failed ({pending} freed blocks stay pending until a commit succeeds): {cause}"
     )]
-    CommitFailed {
-        cause: crate::store::StoreError,
-        pending: u64,
-    },
+    CommitFailed { cause: StoreError, pending: u64 },
 
     /// After a failed commit the store reports a commit id that is neither the allocator's
     /// last durable commit nor the one that failed: someone else committed to it.
@@ -94,11 +94,38 @@ pub enum Error {
     StoreDiverged { expected: u64, found: u64 },
 
     #[error("the builder's geometry {builder:?} differs from the store's {store:?}")]
-    StoreGeometry {
-        builder: crate::geometry::Geometry,
-        store: crate::geometry::Geometry,
-    },
+    StoreGeometry { builder: Geometry, store: Geometry },
 
     #[error("{ranges} used ranges given with a store: the store already says what is in use")]
     UsedWithStore { ranges: usize },
+}
+
+impl From<GeometryError> for Error {
+    fn from(e: GeometryError) -> Self {
+        let GeometryError {
+            field,
+            value,
+            reason,
+        } = e;
+        Error::InvalidGeometry {
+            field,
+            value,
+            reason,
+        }
+    }
+}
+
+/// Lets the allocator core use `?` on store calls. Corruption keeps its group so the allocator
+/// can mark the group and carry on; everything else becomes the generic `Store` variant.
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Corrupt { group, what } => Error::CorruptGroup {
+                group,
+                reason: what,
+            },
+            StoreError::NoSuchGroup { group, groups } => Error::NoSuchGroup { group, groups },
+            other => Error::Store(other),
+        }
+    }
 }

@@ -18,12 +18,15 @@ pub mod store;
 mod sync;
 pub mod tunables;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use group::{bitmap, buddy, size_class};
 pub use load::source;
 
 pub use alloc::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
-pub use geometry::Geometry;
+pub use geometry::{Geometry, GeometryError};
 pub use policy::{apply_settings, Policy};
 pub use request::{
     Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,

@@ -22,7 +22,10 @@ pub fn geometry(bytes: u64) -> Result<Geometry, CliError> {
             fmt_size(MAX_BYTES)
         )));
     }
-    Geometry::ext4_default(bytes).map_err(|source| CliError::FsSize { bytes, source })
+    Geometry::ext4_default(bytes).map_err(|e| CliError::FsSize {
+        bytes,
+        source: e.into(),
+    })
 }
 
 /// Checks `settings` on top of `policy` for a filesystem of `bytes` (`None`: the workload picks

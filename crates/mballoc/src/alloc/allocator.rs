@@ -802,7 +802,7 @@ mod tests {
     /// (the goal try, so the placement is the same whatever the indexes).
     fn fill_with_optimize_toggled(toggle: bool) -> Allocator {
         let geo = Geometry::new(4096, 32768, 8 * 32768, 0, 16).unwrap();
-        let mut t = crate::Policy::Linux618.tunables(&geo, 2);
+        let mut t = crate::policy::Policy::Linux618.tunables(&geo, 2);
         t.mb_optimize_scan = true;
         let a = Allocator::builder(geo)
             .used(&[(0, 100)])
@@ -814,12 +814,12 @@ mod tests {
             a.set_tunable("mb_optimize_scan", "0").unwrap();
         }
         for g in 0..8u64 {
-            let req = crate::Request::new(5, 0, 30_000)
+            let req = crate::request::Request::new(5, 0, 30_000)
                 .with_goal(g * 32768 + 200)
                 .with_flags(
-                    crate::Flags::HINT_DATA
-                        | crate::Flags::HINT_NOPREALLOC
-                        | crate::Flags::HINT_TRY_GOAL,
+                    crate::request::Flags::HINT_DATA
+                        | crate::request::Flags::HINT_NOPREALLOC
+                        | crate::request::Flags::HINT_TRY_GOAL,
                 );
             assert_eq!(a.allocate(&req).unwrap().extent.start, g * 32768 + 200);
         }

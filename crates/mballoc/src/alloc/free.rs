@@ -315,7 +315,7 @@ impl Allocator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Geometry;
+    use crate::geometry::Geometry;
     use std::sync::mpsc;
     use std::time::Duration;
 

@@ -117,19 +117,48 @@ impl StoreError {
     }
 }
 
-/// Lets the allocator core use `?` on store calls. Corruption keeps its group so the allocator
-/// can mark the group and carry on; everything else becomes the generic `Store` variant.
-impl From<StoreError> for crate::Error {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::Corrupt { group, what } => crate::Error::CorruptGroup {
-                group,
-                reason: what,
-            },
-            StoreError::NoSuchGroup { group, groups } => {
-                crate::Error::NoSuchGroup { group, groups }
-            }
-            other => crate::Error::Store(other),
-        }
-    }
+/// One inconsistency found by [`verify_device`](super::verify_device) or [`Store::verify`](super::Store::verify).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("group {group}: descriptor checksum {stored:#010x}, computed {computed:#010x}")]
+    DescriptorChecksum {
+        group: u32,
+        stored: u32,
+        computed: u32,
+    },
+
+    #[error("group {group}: unknown descriptor flags {flags:#x} (reserved field {reserved:#x})")]
+    UnknownFlags {
+        group: u32,
+        flags: u16,
+        reserved: u16,
+    },
+
+    #[error("group {group}: descriptor says {free} free of {group_len} blocks (uninit: {uninit})")]
+    BadFreeCount {
+        group: u32,
+        free: u32,
+        group_len: u32,
+        uninit: bool,
+    },
+
+    #[error("group {group}: bitmap checksum {stored:#010x}, computed {computed:#010x}")]
+    BitmapChecksum {
+        group: u32,
+        stored: u32,
+        computed: u32,
+    },
+
+    #[error("group {group}: descriptor counts {descriptor} free blocks, the bitmap {bitmap}")]
+    FreeCountMismatch {
+        group: u32,
+        descriptor: u32,
+        bitmap: u32,
+    },
+
+    #[error("group {group}: padding bit {bit} past the end of the group is clear")]
+    PaddingClear { group: u32, bit: u32 },
+
+    #[error("log record {seq} is complete but not applied (opening the store replays it)")]
+    UnappliedLog { seq: u64 },
 }

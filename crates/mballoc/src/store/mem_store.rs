@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use super::bitmap::{bitmap_len, count_set, BitmapBytes};
 use super::delta::{apply_checked, apply_unchecked, split};
-use super::verify::{check_counts, Problem};
-use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
+use super::verify::check_counts;
+use super::{
+    Commit, CommitId, Extent, GroupDesc, GroupFlags, Problem, Store, StoreError, StoreStats,
+};
 use crate::geometry::Geometry;
 use crate::sync::Mutex;
 

@@ -24,9 +24,8 @@ mod device;
 mod error;
 mod fault;
 mod file_store;
-mod format;
-pub mod harness;
-mod log;
+pub(crate) mod format;
+pub(crate) mod log;
 mod mem_store;
 mod recovery;
 mod replay_check;
@@ -35,14 +34,14 @@ mod verify;
 use crate::geometry::Geometry;
 
 pub use bitmap::BitmapBytes;
-pub use delta::fit_commit;
 pub use device::{Access, Device, FileDevice, MemDevice, OpenOptions};
-pub use error::StoreError;
+pub use error::{Problem, StoreError};
 pub use fault::{CrashMode, FaultDevice, FaultPlan, Tear};
 pub use file_store::{FileStore, FileStoreOptions};
 pub use format::MAX_LOG_LEN;
+pub use log::fit_commit;
 pub use mem_store::{LoadCost, MemStore};
-pub use verify::{verify_device, Problem};
+pub use verify::verify_device;
 
 /// The persistent interface the allocator core programs against.
 ///
