@@ -118,11 +118,12 @@ fn one_kib_blocks_build_page_mates_together() {
 }
 
 /// A lazily loaded filesystem of `groups` groups of `block_size`-byte blocks (8 × block_size
-/// blocks each), run as on a machine with `page_size`-byte pages.
+/// blocks each), run as on a machine with `page_size`-byte pages. Flex groups of four, so that
+/// prefetch windows (a flex group) are narrower than a 64 KiB page's eight groups.
 fn paged(block_size: u32, page_size: u32, groups: u64) -> Allocator {
     let bpg = 8 * block_size;
     let first = u64::from(block_size == 1024);
-    let geo = Geometry::new(block_size, bpg, first + groups * u64::from(bpg), first, 16).unwrap();
+    let geo = Geometry::new(block_size, bpg, first + groups * u64::from(bpg), first, 4).unwrap();
     Allocator::builder(geo)
         .lazy(true)
         .prefetch_threads(0)
