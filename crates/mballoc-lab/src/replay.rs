@@ -415,7 +415,7 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
             continue;
         };
         let len = geo.group_len(fg.group);
-        let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
+        let mut kernel_free = mballoc::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
             let off = (s - geo.group_first_block(fg.group)) as u32;
             kernel_free.set_range(off, off + l as u32);

@@ -52,8 +52,8 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use mballoc::bitmap::Bitmap;
 use mballoc::store::{CommitId, Store};
+use mballoc::Bitmap;
 use mballoc::{Allocator, Error, Extent, Geometry, Policy, Request};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{thread, Config, Runner};

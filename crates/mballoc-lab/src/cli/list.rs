@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use mballoc::tunables::possible_cpus;
+use mballoc::possible_cpus;
 use mballoc::{Geometry, Policy, Tunables};
 use mballoc_lab::workload;
 

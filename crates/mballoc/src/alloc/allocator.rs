@@ -109,6 +109,7 @@ pub struct Allocator {
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+#[cfg(feature = "testing")]
 pub struct GroupLockHold<'a>(#[allow(dead_code)] crate::sync::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
@@ -155,7 +156,9 @@ impl Builder {
         self.lazy = lazy;
         self
     }
-    /// Charge this much busy time per bitmap read of the in-memory device.
+    /// Charge this much busy time per bitmap read of the in-memory device (tests of lazy
+    /// loading; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn load_cost(mut self, cost: std::time::Duration) -> Self {
         self.load_cost = cost;
         self
@@ -560,6 +563,22 @@ impl Allocator {
             self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
         }
+        self.check_group(grp, st);
+    }
+
+    /// With the `aggressive-check` feature: [`GroupState::check`] on a group that is not
+    /// corrupt (a corrupt group's views disagree by definition), panicking with what broke.
+    /// Without it, nothing.
+    #[inline(always)]
+    pub(crate) fn check_group(&self, grp: &Group, st: &GroupState) {
+        #[cfg(feature = "aggressive-check")]
+        if !self.bits(grp.no).is_corrupt() {
+            if let Err(e) = st.check(self.geo.group_len(grp.no), self.geo.bsbits()) {
+                panic!("group {}: {e}", grp.no);
+            }
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (grp, st);
     }
 
     /// Gives the group class `class`, claimed by CPU `home` (a reset: none and [`NO_HOME`]):
@@ -764,7 +783,8 @@ impl Allocator {
     }
 
     /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
-    /// group would (for tests and the lab's contention experiments, seed 001).
+    /// group would (tests of the contention paths, seed 001; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,

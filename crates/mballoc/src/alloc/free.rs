@@ -138,6 +138,8 @@ impl Allocator {
     /// core at once too (`mb_free_blocks`: no handle, nothing to wait for).
     fn clear_on_disk(&self, st: &mut GroupState, c: Ex, tid: u64) {
         let l = st.loaded.as_mut().expect("loaded by check_allocated");
+        // Freed blocks stay unavailable in-core until their transaction commits.
+        debug_assert!(l.buddy.all_used(c.start, c.start + c.len));
         l.disk.clear_range(c.start, c.start + c.len);
         st.desc_free += c.len;
         let tid = self.journal_free(c.group, c.start, c.len, tid);
@@ -154,6 +156,7 @@ impl Allocator {
         });
         self.free_pending.add(i64::from(c.len));
         self.list_pending(c.group, st);
+        self.check_group(&self.groups[c.group as usize], st);
     }
 
     /// Puts a group with pending frees on the commit's list, once (under its group lock).
@@ -287,6 +290,9 @@ impl Allocator {
                 if p.tid > tid {
                     return true;
                 }
+                // Nothing can have taken a pending free's blocks on disk: they were unavailable
+                // in-core since the free.
+                debug_assert!(l.disk.all_clear(p.start, p.start + p.len), "{p:?}");
                 l.buddy.free_blocks(p.start, p.len);
                 released += p.len;
                 false

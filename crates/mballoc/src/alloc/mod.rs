@@ -16,4 +16,6 @@ pub(crate) mod normalize;
 pub(crate) mod prealloc;
 pub(crate) mod scan;
 
+#[cfg(feature = "testing")]
+pub use allocator::GroupLockHold;
 pub use allocator::{Allocator, Builder, SharedAllocator};

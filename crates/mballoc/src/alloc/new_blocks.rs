@@ -286,8 +286,11 @@ impl Allocator {
             });
         }
         l.disk.set_range(ex.start, ex.start + ex.len);
+        // In-core free never exceeds on-disk free: every block free in-core is free on disk.
+        debug_assert!(l.buddy.free() <= st.desc_free - ex.len);
         self.journal_alloc(ex.group, ex.start, ex.len);
         st.desc_free -= ex.len;
+        self.check_group(grp, st);
         Ok(())
     }
 

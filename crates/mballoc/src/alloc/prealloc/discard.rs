@@ -82,6 +82,7 @@ impl Allocator {
                 freed += u64::from(n);
             }
         }
+        debug_assert!(freed <= u64::from(pa.len), "{freed} freed from {pa:?}");
         self.after_release(grp, &mut st, freed);
         freed
     }
