@@ -248,7 +248,13 @@ impl Layout {
 
 /// Lays out a fresh ext4 file system of `bytes` bytes as mkfs.ext4 1.47.0 would.
 pub fn layout(bytes: u64) -> Result<Layout, MkfsError> {
-    layout_clustered(bytes, 0)
+    layout_with(bytes, true)
+}
+
+/// [`layout`], with a journal or (`journal` false) as `mkfs.ext4 -O ^has_journal` makes it:
+/// the same layout without the journal's blocks.
+pub fn layout_with(bytes: u64, journal: bool) -> Result<Layout, MkfsError> {
+    layout_of(bytes, journal, 0)
 }
 
 /// Largest `cluster_bits` with 4 KiB blocks: 32768 clusters per group must stay below 2^32
@@ -258,6 +264,11 @@ pub const MAX_CLUSTER_BITS: u32 = 16;
 /// [`layout`] with bigalloc: clusters of `2^cluster_bits` blocks (`mkfs.ext4 -O bigalloc -C
 /// 4096 << cluster_bits`); `cluster_bits` 0 is [`layout`].
 pub fn layout_clustered(bytes: u64, cluster_bits: u32) -> Result<Layout, MkfsError> {
+    layout_of(bytes, true, cluster_bits)
+}
+
+/// The layout with or without a journal, in clusters of `2^cluster_bits` blocks.
+pub fn layout_of(bytes: u64, journal: bool, cluster_bits: u32) -> Result<Layout, MkfsError> {
     if cluster_bits > MAX_CLUSTER_BITS {
         return Err(MkfsError::ClusterSize {
             cluster_bytes: BLOCK_SIZE << cluster_bits.min(40),
@@ -285,7 +296,7 @@ pub fn layout_clustered(bytes: u64, cluster_bits: u32) -> Result<Layout, MkfsErr
     let tables = allocate_tables(&geo, &mut map)?;
     // ext2fs_convert_subcluster_bitmap: from here on a cluster is used or free as a whole.
     map.round_to_clusters(cluster_bits);
-    let files = make_files(&geo, &mut map)?;
+    let files = make_files(&geo, &mut map, journal)?;
     Ok(finish(&geo, &map, &tables, files))
 }
 
@@ -552,8 +563,8 @@ struct Files {
     journal_leaf: Option<u64>,
 }
 
-/// Root directory, lost+found, resize inode and journal, in mke2fs's order.
-fn make_files(geo: &Geo, map: &mut BlockMap) -> Result<Files, MkfsError> {
+/// Root directory, lost+found, resize inode and (`journal`) journal, in mke2fs's order.
+fn make_files(geo: &Geo, map: &mut BlockMap, journal: bool) -> Result<Files, MkfsError> {
     // Inodes 2 and 11 live in group 0, whose flex group starts at block 0: goal 0.
     let root_dir = alloc_block(map, 0, "root directory")?;
     let mut lost_found = BlockMap::new(geo.blocks_count);
@@ -577,7 +588,13 @@ fn make_files(geo: &Geo, map: &mut BlockMap) -> Result<Files, MkfsError> {
     } else {
         None
     };
-    let journal = make_journal(geo, map)?;
+    let journal = match journal {
+        true => make_journal(geo, map)?,
+        false => Journal {
+            extents: Vec::new(),
+            leaf: None,
+        },
+    };
     Ok(Files {
         root_dir,
         lost_found: lost_found.runs().collect(),
@@ -930,7 +947,8 @@ mod tests {
             );
         }
         let special = &init.special_inode_blocks;
-        assert_eq!(merged(&special["journal"]), layout.journal);
+        let journal = special.get("journal").map_or(vec![], |j| merged(j));
+        assert_eq!(journal, layout.journal);
         assert_eq!(special["root_dir"], [(layout.root_dir, layout.root_dir)]);
         let lf: Vec<_> = layout
             .lost_found
@@ -957,7 +975,7 @@ mod tests {
             }
             let bytes = case.initial.blocks_count * u64::from(case.initial.block_size);
             let bits = (case.initial.cluster_size / case.initial.block_size).trailing_zeros();
-            let l = layout_clustered(bytes, bits).unwrap();
+            let l = layout_of(bytes, case.initial.has_journal(), bits).unwrap();
             compare_with_capture(&l, &case.initial);
             checked.push(case.name);
         }
@@ -967,6 +985,8 @@ mod tests {
             "falloc-16g-scan0",
             "bigalloc16k-4g-falloc",
             "bigalloc64k-4g-falloc",
+            "nojournal-1g-falloc",
+            "nojournal-4g-fallocate2",
         ] {
             assert!(
                 checked.iter().any(|c| c == name),

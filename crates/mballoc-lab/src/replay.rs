@@ -203,6 +203,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         .cpus(CAPTURE_CPUS)
         .source(Box::new(source))
         .lazy(case.meta.fresh_mount)
+        .journal(init.has_journal())
         .prefetch_threads(0)
         .build()
         .map_err(setup)
@@ -244,6 +245,26 @@ pub fn request(r: &AllocRecord, extents: bool, geo: &Geometry) -> Request {
     }
 }
 
+/// Frees `e` as the capture's free record did: in its transaction `tid`, or, for a free made
+/// without a journal handle (`tid: null`, a filesystem without a journal), in the running one.
+/// An allocator built without a journal ([`mballoc::Builder::journal`]) hands the blocks back
+/// at once either way, as `ext4_mb_clear_bb` does without a handle.
+///
+/// `flags` are the record's `ext4_free_blocks` flags: with bigalloc they keep the partial
+/// clusters the file still uses.
+pub fn free_as_captured(
+    a: &Allocator,
+    ino: u64,
+    e: Extent,
+    flags: FreeFlags,
+    tid: Option<u64>,
+) -> Result<(), Error> {
+    match tid {
+        Some(t) => a.free_blocks_in_transaction(ino, e, flags, t),
+        None => a.free_with_flags(ino, e, flags),
+    }
+}
+
 /// Replays one case.
 pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
     let a = allocator_for(case)?;
@@ -282,10 +303,9 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             Record::Free(f) => {
                 // ext4_free_blocks' own rounding to clusters, kept partial clusters included.
                 let e = Extent::new(f.block, f.count as u32);
+                // ext4_free_blocks' own rounding to clusters, kept partial clusters included.
                 let flags = FreeFlags(f.flags);
-                if a.free_blocks_in_transaction(f.ino, e, flags, f.tid)
-                    .is_err()
-                {
+                if free_as_captured(&a, f.ino, e, flags, f.tid).is_err() {
                     rep.free_errors += 1;
                 }
             }

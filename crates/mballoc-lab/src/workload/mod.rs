@@ -87,6 +87,14 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "cluster_kib",
         "bigalloc cluster size in KiB (8 ..= 262144, a power of two; mkfs.ext4 -O bigalloc -C): `groups` and replays only, runs refuse it",
     ),
+    (
+        "journal",
+        "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
+    ),
+    (
+        "page_size",
+        "page size of the simulated machine in bytes (4096, 16384, 65536): groups sharing a buddy-cache page are built together (default 4096)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

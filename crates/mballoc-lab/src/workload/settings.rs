@@ -22,6 +22,12 @@ pub struct LabSettings {
     pub extent_tree: bool,
     /// log2 of the blocks per bigalloc cluster (`cluster_kib`; 0 = one block per cluster).
     pub cluster_bits: u32,
+    /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
+    /// image's `has_journal`, or a journal.
+    pub journal: Option<bool>,
+    /// The simulated machine's page size in bytes (how many groups share a buddy-cache page);
+    /// default 4096.
+    pub page_size: Option<u32>,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -40,6 +46,8 @@ impl Default for LabSettings {
             scale: None,
             extent_tree: true,
             cluster_bits: 0,
+            journal: None,
+            page_size: None,
             tunables: Vec::new(),
         }
     }
@@ -129,6 +137,13 @@ impl LabSettings {
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
                 "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
+                "journal" => s.journal = Some(switch(name, v)?),
+                "page_size" => {
+                    s.page_size = Some(
+                        u32::try_from(count(name, v)?)
+                            .map_err(|_| LabError::bad(name, v, "bytes: 4096, 16384 or 65536"))?,
+                    )
+                }
                 _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
                 _ => {
                     return Err(LabError::UnknownSetting {
@@ -201,5 +216,9 @@ mod tests {
             let e = LabSettings::parse(&v(&[&format!("cluster_kib={bad}")])).unwrap_err();
             assert!(e.to_string().contains(bad), "{e}");
         }
+        assert!(LabSettings::parse(&v(&["journal=maybe"])).is_err());
+        assert!(LabSettings::parse(&v(&["page_size=0"])).is_err());
+        let s = LabSettings::parse(&v(&["journal=0", "page_size=65536"])).unwrap();
+        assert_eq!((s.journal, s.page_size), (Some(false), Some(65536)));
     }
 }
