@@ -62,7 +62,7 @@ fn bigalloc_cases_replay_with_the_kernels_defaults() {
         ("bigalloc64k-4g-falloc", 4),
         ("bigalloc64k-4g-bufwrite", 4),
     ] {
-        let case = Case::load(&dir.join(name)).unwrap();
+        let case = Case::load(dir.join(name)).unwrap();
         let geo = case.initial.geometry().unwrap();
         assert_eq!(geo.cluster_bits(), bits, "{name}");
         let t = mballoc::Tunables::for_geometry(&geo, mballoc_lab::replay::CAPTURE_CPUS);

@@ -28,8 +28,9 @@ pub const MAX_CLUSTER_SIZE: u64 = 1 << 29;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Geometry {
     block_size: u32,
-    /// `s_cluster_bits`: log2 of the blocks per cluster (0 without bigalloc).
-    cluster_bits: u32,
+    /// `s_cluster_bits`: log2 of the blocks per cluster (0 without bigalloc). Narrow, with
+    /// `group_shift`, so that the geometry (held by errors too) stays at 40 bytes.
+    cluster_bits: u8,
     clusters_per_group: u32,
     blocks_count: u64,
     first_data_block: u64,
@@ -38,7 +39,7 @@ pub struct Geometry {
     /// `log2(blocks per group)` when that is a power of two (block ⇄ group by shifts instead
     /// of 64-bit divisions).
     groups: u32,
-    group_shift: Option<u32>,
+    group_shift: Option<u8>,
 }
 
 impl Geometry {
@@ -160,13 +161,13 @@ impl Geometry {
         }
         Ok(Geometry {
             block_size,
-            cluster_bits,
+            cluster_bits: cluster_bits as u8,
             clusters_per_group,
             blocks_count,
             first_data_block,
             flex_bg_size,
             groups: groups as u32,
-            group_shift: bpg.is_power_of_two().then(|| bpg.trailing_zeros()),
+            group_shift: bpg.is_power_of_two().then(|| bpg.trailing_zeros() as u8),
         })
     }
 
@@ -187,11 +188,11 @@ impl Geometry {
     }
     /// `s_cluster_bits`: log2 of the blocks per cluster (0 without bigalloc).
     pub fn cluster_bits(&self) -> u32 {
-        self.cluster_bits
+        u32::from(self.cluster_bits)
     }
     /// Blocks per cluster (`s_cluster_ratio`).
     pub fn cluster_ratio(&self) -> u32 {
-        1 << self.cluster_bits
+        1 << self.cluster_bits()
     }
     /// Clusters per group (`EXT4_CLUSTERS_PER_GROUP`): the bits of a group's bitmap.
     pub fn clusters_per_group(&self) -> u32 {
@@ -199,22 +200,22 @@ impl Geometry {
     }
     /// Blocks per group (`EXT4_BLOCKS_PER_GROUP`).
     pub fn blocks_per_group(&self) -> u64 {
-        u64::from(self.clusters_per_group) << self.cluster_bits
+        u64::from(self.clusters_per_group) << self.cluster_bits()
     }
     /// `EXT4_C2B`: clusters → blocks.
     #[inline]
     pub fn c2b(&self, clusters: u64) -> u64 {
-        clusters << self.cluster_bits
+        clusters << self.cluster_bits()
     }
     /// `EXT4_B2C`: the cluster holding block number `block` (rounds down).
     #[inline]
     pub fn b2c(&self, block: u64) -> u64 {
-        block >> self.cluster_bits
+        block >> self.cluster_bits()
     }
     /// `EXT4_NUM_B2C`: clusters needed to hold `blocks` blocks (rounds up).
     #[inline]
     pub fn num_b2c(&self, blocks: u64) -> u64 {
-        (blocks + (u64::from(self.cluster_ratio()) - 1)) >> self.cluster_bits
+        (blocks + (u64::from(self.cluster_ratio()) - 1)) >> self.cluster_bits()
     }
     /// `EXT4_PBLK_COFF` / `EXT4_LBLK_COFF`: the offset of a block inside its cluster.
     #[inline]

@@ -167,7 +167,7 @@ impl InitialState {
     /// `cluster_size` bytes and `blocks_per_group / ratio` clusters per group.
     pub fn geometry(&self) -> Result<mballoc::Geometry, mballoc::GeometryError> {
         let ratio = (self.cluster_size / self.block_size.max(1)).max(1);
-        if !ratio.is_power_of_two() || self.cluster_size % self.block_size.max(1) != 0 {
+        if !ratio.is_power_of_two() || !self.cluster_size.is_multiple_of(self.block_size.max(1)) {
             return Err(mballoc::GeometryError {
                 field: "cluster_size",
                 value: self.cluster_size.into(),
