@@ -28,6 +28,7 @@
 pub mod costs;
 pub mod jobfile;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -142,16 +143,23 @@ enum Next {
     Done,
 }
 
-/// jbd2's commits as fdatasync callers see them: an fdatasync waits for the commit of the
-/// transaction holding its changes (`jbd2_complete_transaction`). One commit runs at a time;
-/// everything that arrives while one runs joins the next, so the waiters of one commit return
-/// together (group commit).
+/// jbd2's periodic commit: a transaction commits at the latest this long after it opened
+/// (`j_commit_interval`, 5 s by default).
+pub const COMMIT_INTERVAL_US: u64 = 5_000_000;
+
+/// jbd2's commits on simulated time. An fdatasync waits for the commit of the transaction
+/// holding its changes (`jbd2_complete_transaction`). One commit runs at a time; everything
+/// that arrives while one runs joins the next, so the waiters of one commit return together
+/// (group commit). A commit closes the running transaction when it starts and makes its frees
+/// allocatable when it ends ([`JournalJob`] runs both on the clock).
 pub struct CommitClock {
     /// The latest commit: `[start, end)`; it has not started while `start` is ahead.
     start: u64,
     end: u64,
     duration: Latency,
     rng: Rng,
+    /// Commits scheduled and not yet started, `(start, end)` in order.
+    scheduled: VecDeque<(u64, u64)>,
     /// fdatasyncs served and their total wait, µs.
     waits: u64,
     waited_us: u64,
@@ -164,6 +172,7 @@ impl CommitClock {
             end: 0,
             duration,
             rng,
+            scheduled: VecDeque::new(),
             waits: 0,
             waited_us: 0,
         }
@@ -179,12 +188,100 @@ impl CommitClock {
         if t >= self.start {
             // A new commit, after the one in progress or at once; else join the next one,
             // scheduled but not started.
-            self.start = self.end.max(t);
-            self.end = self.start + self.duration.at(self.rng.unit());
+            self.schedule(self.end.max(t));
         }
         self.waits += 1;
         self.waited_us += self.end - t;
         self.end
+    }
+
+    /// jbd2's commit timer at `t`: with no commit running or due, one starts once the
+    /// running transaction is [`COMMIT_INTERVAL_US`] old (it opened when the last commit
+    /// started).
+    pub fn timer(&mut self, t: u64) {
+        if t >= self.end && t >= self.start + COMMIT_INTERVAL_US {
+            self.schedule(t);
+        }
+    }
+
+    fn schedule(&mut self, start: u64) {
+        self.start = start;
+        self.end = start + self.duration.at(self.rng.unit());
+        self.scheduled.push_back((self.start, self.end));
+    }
+}
+
+/// Runs jbd2's commits on the scheduler's clock: at a commit's start the running transaction
+/// closes (`jbd2_journal_commit_transaction` switching to a new one); at its end the frees it
+/// carried become allocatable (`ext4_journal_commit_callback` → `ext4_process_freed_data`).
+/// Blocks freed while it runs wait for the next commit.
+pub struct JournalJob {
+    clock: Arc<Mutex<CommitClock>>,
+    /// Commits under way: `(end, transaction)`.
+    running: VecDeque<(u64, u64)>,
+}
+
+impl JournalJob {
+    pub fn new(clock: Arc<Mutex<CommitClock>>) -> JournalJob {
+        JournalJob {
+            clock,
+            running: VecDeque::new(),
+        }
+    }
+
+    /// The next start (`false`) or end (`true`) due; an end first on a tie (the previous
+    /// commit finishes before the next begins).
+    fn next_event(&self) -> Option<(u64, bool)> {
+        let start = self
+            .clock
+            .lock()
+            .scheduled
+            .front()
+            .map(|&(s, _)| (s, false));
+        let end = self.running.front().map(|&(e, _)| (e, true));
+        match (start, end) {
+            (Some(s), Some(e)) => Some(if e.0 <= s.0 { e } else { s }),
+            (s, e) => s.or(e),
+        }
+    }
+}
+
+impl Job for JournalJob {
+    fn next_at(&self) -> Option<u64> {
+        self.next_event().map(|(at, _)| at)
+    }
+
+    fn step(&mut self, t: &mut Task) -> Result<(), LabError> {
+        let journal = t.fs.journal();
+        match self.next_event() {
+            Some((_, true)) => {
+                let (_, tid) = self.running.pop_front().expect("an end is due");
+                journal.release(t.fs.allocator(), tid)?;
+            }
+            Some((_, false)) => {
+                let (_, end) = self
+                    .clock
+                    .lock()
+                    .scheduled
+                    .pop_front()
+                    .expect("a start is due");
+                self.running.push_back((end, journal.close()));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn cpu(&self) -> u32 {
+        0
+    }
+
+    fn into_files(self: Box<Self>) -> Vec<File> {
+        Vec::new()
+    }
+
+    fn counts_ops(&self) -> bool {
+        false
     }
 }
 
@@ -261,6 +358,7 @@ impl FioJob {
 
     /// The next write/fallocate, opening (and first unlinking) at a loop start.
     fn io(&mut self, t: &mut Task) -> Result<(), LabError> {
+        self.journal.lock().timer(self.clock);
         if self.io_i == 0 {
             if self.unlink_pending {
                 if let Some(old) = self.file.take() {
@@ -385,6 +483,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
         costs.commit(),
         Rng::for_task(cfg.seed, u64::MAX),
     )));
+    env.fs.journal().set_timed();
     let mut jobs: Vec<FioJob> = Vec::new();
     for s in &specs {
         for _ in 0..s.numjobs {
@@ -408,10 +507,11 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let n_jobs = jobs.len() as u32;
     progress.start(&cfg.workload, planned_ios(&specs));
     let t0 = Instant::now();
-    let boxed: Vec<Box<dyn Job>> = jobs
-        .into_iter()
-        .map(|j| Box::new(j) as Box<dyn Job>)
-        .collect();
+    // First, so that it wins ties: a commit due at `t` starts or ends before any I/O at `t`.
+    let boxed: Vec<Box<dyn Job>> =
+        std::iter::once(Box::new(JournalJob::new(Arc::clone(&journal))) as Box<dyn Job>)
+            .chain(jobs.into_iter().map(|j| Box::new(j) as Box<dyn Job>))
+            .collect();
     let mut done = run_jobs(
         &cfg.workload,
         &env.fs,

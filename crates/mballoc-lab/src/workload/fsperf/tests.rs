@@ -202,3 +202,42 @@ fn fdatasyncs_during_a_commit_share_the_next() {
     assert_eq!(c.wait(45), 55); // idle again
     assert_eq!(c.mean_wait_us(), (10 + 17 + 11 + 18 + 10) as f64 / 5.0);
 }
+
+/// The journal job closes a transaction when a commit starts and releases its frees when it
+/// ends; jbd2's timer starts one 5 s after the last when nobody waits.
+#[test]
+fn commits_release_frees_at_their_end_on_the_clock() {
+    let fs = small_fs();
+    fs.journal().set_timed();
+    let a = fs.allocator_arc();
+    let clock = Arc::new(Mutex::new(CommitClock::new(
+        Latency::fixed(100),
+        Rng::new(1),
+    )));
+    let mut jj = JournalJob::new(Arc::clone(&clock));
+    let mut t = fs.task(0);
+    assert_eq!(jj.next_at(), None);
+    let mut f = fs.create();
+    t.fallocate(&mut f, 0, MIB, false).unwrap();
+    t.unlink(f).unwrap();
+    assert_eq!(clock.lock().wait(50), 150);
+    assert_eq!(jj.next_at(), Some(50));
+    jj.step(&mut t).unwrap(); // starts: the unlink is in it
+    let mut g = fs.create();
+    t.fallocate(&mut g, 0, MIB, false).unwrap();
+    t.unlink(g).unwrap(); // during the commit: the next transaction
+    assert_eq!(jj.next_at(), Some(150));
+    assert_eq!(a.pending_blocks(), 512);
+    jj.step(&mut t).unwrap(); // ends
+    assert_eq!(a.pending_blocks(), 256);
+    assert_eq!(jj.next_at(), None);
+    // Nobody syncs: the timer commits once the transaction is 5 s old, not before.
+    clock.lock().timer(50 + COMMIT_INTERVAL_US - 1);
+    assert_eq!(jj.next_at(), None);
+    clock.lock().timer(50 + COMMIT_INTERVAL_US);
+    assert_eq!(jj.next_at(), Some(50 + COMMIT_INTERVAL_US));
+    jj.step(&mut t).unwrap();
+    jj.step(&mut t).unwrap();
+    assert_eq!(a.pending_blocks(), 0);
+    assert!(!jj.counts_ops());
+}
