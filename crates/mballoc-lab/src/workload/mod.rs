@@ -83,6 +83,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "extent_tree",
         "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
     ),
+    (
+        "commit_clock",
+        "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

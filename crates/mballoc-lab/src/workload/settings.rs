@@ -20,6 +20,8 @@ pub struct LabSettings {
     pub scale: Option<f64>,
     /// Whether files allocate extent-tree blocks (on unless `extent_tree=0`).
     pub extent_tree: bool,
+    /// fsperf tests: jbd2 commits on the simulated clock (on unless `commit_clock=0`).
+    pub commit_clock: bool,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -37,6 +39,7 @@ impl Default for LabSettings {
             lazy: None,
             scale: None,
             extent_tree: true,
+            commit_clock: true,
             tunables: Vec::new(),
         }
     }
@@ -111,6 +114,7 @@ impl LabSettings {
                 }
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
+                "commit_clock" => s.commit_clock = switch(name, v)?,
                 _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
                 _ => {
                     return Err(LabError::UnknownSetting {

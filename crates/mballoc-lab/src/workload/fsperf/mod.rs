@@ -158,8 +158,9 @@ pub struct CommitClock {
     end: u64,
     duration: Latency,
     rng: Rng,
-    /// Commits scheduled and not yet started, `(start, end)` in order.
-    scheduled: VecDeque<(u64, u64)>,
+    /// Commits scheduled and not yet started, `(start, end)` in order, kept for a
+    /// [`JournalJob`] (`None` without one).
+    scheduled: Option<VecDeque<(u64, u64)>>,
     /// fdatasyncs served and their total wait, µs.
     waits: u64,
     waited_us: u64,
@@ -172,10 +173,16 @@ impl CommitClock {
             end: 0,
             duration,
             rng,
-            scheduled: VecDeque::new(),
+            scheduled: None,
             waits: 0,
             waited_us: 0,
         }
+    }
+
+    /// Keeps the commits it schedules for a [`JournalJob`] to run.
+    pub fn with_journal_job(mut self) -> CommitClock {
+        self.scheduled = Some(VecDeque::new());
+        self
     }
 
     /// Mean fdatasync latency so far, µs (0 before the first).
@@ -207,7 +214,9 @@ impl CommitClock {
     fn schedule(&mut self, start: u64) {
         self.start = start;
         self.end = start + self.duration.at(self.rng.unit());
-        self.scheduled.push_back((self.start, self.end));
+        if let Some(q) = self.scheduled.as_mut() {
+            q.push_back((self.start, self.end));
+        }
     }
 }
 
@@ -236,7 +245,8 @@ impl JournalJob {
             .clock
             .lock()
             .scheduled
-            .front()
+            .as_ref()
+            .and_then(|q| q.front())
             .map(|&(s, _)| (s, false));
         let end = self.running.front().map(|&(e, _)| (e, true));
         match (start, end) {
@@ -263,7 +273,8 @@ impl Job for JournalJob {
                     .clock
                     .lock()
                     .scheduled
-                    .pop_front()
+                    .as_mut()
+                    .and_then(|q| q.pop_front())
                     .expect("a start is due");
                 self.running.push_back((end, journal.close()));
             }
@@ -479,11 +490,15 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
         .collect();
     env.require(footprint(&specs))?;
     let costs = Costs::measured(&cfg.workload)?;
-    let journal = Arc::new(Mutex::new(CommitClock::new(
-        costs.commit(),
-        Rng::for_task(cfg.seed, u64::MAX),
-    )));
-    env.fs.journal().set_timed();
+    // The commits need one clock: with several threads each runs its own jobs' clocks, and the
+    // journal keeps committing at every fdatasync.
+    let commit_clock = env.lab.commit_clock && cfg.threads == 1;
+    let mut clock = CommitClock::new(costs.commit(), Rng::for_task(cfg.seed, u64::MAX));
+    if commit_clock {
+        env.fs.journal().set_timed();
+        clock = clock.with_journal_job();
+    }
+    let journal = Arc::new(Mutex::new(clock));
     let mut jobs: Vec<FioJob> = Vec::new();
     for s in &specs {
         for _ in 0..s.numjobs {
@@ -508,10 +523,12 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     progress.start(&cfg.workload, planned_ios(&specs));
     let t0 = Instant::now();
     // First, so that it wins ties: a commit due at `t` starts or ends before any I/O at `t`.
-    let boxed: Vec<Box<dyn Job>> =
-        std::iter::once(Box::new(JournalJob::new(Arc::clone(&journal))) as Box<dyn Job>)
-            .chain(jobs.into_iter().map(|j| Box::new(j) as Box<dyn Job>))
-            .collect();
+    let clock_job =
+        commit_clock.then(|| Box::new(JournalJob::new(Arc::clone(&journal))) as Box<dyn Job>);
+    let boxed: Vec<Box<dyn Job>> = clock_job
+        .into_iter()
+        .chain(jobs.into_iter().map(|j| Box::new(j) as Box<dyn Job>))
+        .collect();
     let mut done = run_jobs(
         &cfg.workload,
         &env.fs,

@@ -210,10 +210,9 @@ fn commits_release_frees_at_their_end_on_the_clock() {
     let fs = small_fs();
     fs.journal().set_timed();
     let a = fs.allocator_arc();
-    let clock = Arc::new(Mutex::new(CommitClock::new(
-        Latency::fixed(100),
-        Rng::new(1),
-    )));
+    let clock = Arc::new(Mutex::new(
+        CommitClock::new(Latency::fixed(100), Rng::new(1)).with_journal_job(),
+    ));
     let mut jj = JournalJob::new(Arc::clone(&clock));
     let mut t = fs.task(0);
     assert_eq!(jj.next_at(), None);
