@@ -240,3 +240,35 @@ fn commits_release_frees_at_their_end_on_the_clock() {
     assert_eq!(a.pending_blocks(), 0);
     assert!(!jj.counts_ops());
 }
+
+/// `commit_clock=0` goes back to a commit at every fdatasync that wrote back data; by default
+/// the 32 appenders share commits (group commit), far fewer than their fdatasyncs.
+#[test]
+fn the_commit_clock_setting_switches_group_commit() {
+    let commits = |extra: &[&str]| {
+        let mut settings = vec!["scale=0.5".to_string(), "ops=20".to_string()];
+        settings.extend(extra.iter().map(|s| s.to_string()));
+        let cfg = crate::workload::RunConfig {
+            workload: "funnysizeslow".into(),
+            policy: mballoc::Policy::Linux618,
+            settings,
+            threads: 1,
+            fs_size: 8 << 30,
+            seed: 1,
+            quick: false,
+            load_cost_ns: 0,
+            image: None,
+        };
+        let r = crate::workload::run(&cfg, &crate::workload::NoProgress).unwrap();
+        r.scalars["commits"]
+    };
+    // 32 appenders × 19 fdatasyncs (none after a loop's last write), then the syncfs's.
+    let each = commits(&["commit_clock=0"]);
+    assert!(each >= (32 * 19) as f64, "{each}");
+    let clocked = commits(&[]);
+    assert!(
+        clocked >= 19.0 && clocked < each / 4.0,
+        "{clocked} of {each}"
+    );
+    assert!(crate::workload::settings::LabSettings::parse(&["commit_clock=2".into()]).is_err());
+}
