@@ -197,7 +197,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         init.first_data_block,
         init.flex_bg_size.max(1),
     )
-    .map_err(setup)?;
+    .map_err(|e| setup(e.into()))?;
     let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
@@ -403,7 +403,7 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
             continue;
         };
         let len = geo.group_len(fg.group);
-        let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
+        let mut kernel_free = mballoc::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
             let off = (s - geo.group_first_block(fg.group)) as u32;
             kernel_free.set_range(off, off + l as u32);

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Under `--cfg shuttle` every mutex of the library is shuttle's, and so are the atomics of
-//! the allocator's shared state (`src/sync.rs`: each group's lock-free counts and class, the
+//! the allocator's shared state (`src/sync/mod.rs`: each group's lock-free counts and class, the
 //! `bb_state` bits and read marks, the stream goals, the commit ids, the count of groups still
 //! to load, …). These tests run the real `Allocator` (not a model of it) while shuttle picks,
 //! at every lock, try-lock, unlock and atomic load, store or read-modify-write, which thread
@@ -24,9 +24,9 @@
 //!   `check_consistency` agree and every free block can be allocated again.
 //!
 //! What shuttle does not see: weak memory orderings (it runs every atomic as if `SeqCst`;
-//! the `loom` models in `src/index.rs`, `src/percpu.rs` and `src/class_index.rs` check the
-//! orderings of the lock-free index and counters), and the per-thread statistics and counter
-//! shards, which stay std's (see `sync::atomic`).
+//! the `loom` models in `src/group/index.rs`, `src/sync/percpu.rs` and
+//! `src/group/class_index.rs` check the orderings of the lock-free index and counters), and
+//! the per-thread statistics and counter shards, which stay std's (see `sync::atomic`).
 //!
 //! Mutations these tests catch (each tried by hand; the tests passed without it):
 //! * the ENOSPC discard taking other owners' locks with a blocking lock instead of a try-lock:
@@ -52,8 +52,8 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use mballoc::bitmap::Bitmap;
 use mballoc::store::{CommitId, Store};
+use mballoc::Bitmap;
 use mballoc::{Allocator, Error, Extent, Geometry, Policy, Request};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{thread, Config, Runner};

@@ -5,21 +5,21 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::bitmap::Bitmap;
-use crate::buddy::Buddy;
-use crate::cache::{GroupCache, EVICTED};
-use crate::class_index::{ClassIndex, Kind};
+use crate::alloc::prealloc::space::{LocalityGroup, Preallocs};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{Group, GroupState, Loaded, NO_HOME};
-use crate::percpu::{Padded, PerCpu, PerCpuCounter};
-use crate::prealloc::{LocalityGroup, OwnerTable};
-use crate::readahead::{ReadAhead, Taken};
-use crate::size_class::SizeClass;
-use crate::source::{BitmapSource, MemSource};
-use crate::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::group::bitmap::Bitmap;
+use crate::group::buddy::Buddy;
+use crate::group::class_index::{ClassIndex, Kind};
+use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
+use crate::group::size_class::SizeClass;
+use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::load::cache::{GroupCache, EVICTED};
+use crate::load::readahead::{ReadAhead, Taken};
+use crate::load::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::sync::{Condvar, Mutex};
 use crate::tunables::{possible_cpus, Tunables};
 
@@ -51,9 +51,8 @@ pub struct Allocator {
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
     /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
-    /// `s_locality_groups`, one per possible CPU.
-    pub(crate) lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
-    pub(crate) owners: OwnerTable,
+    /// Inode PAs by owner, locality-group PAs by CPU.
+    pub(crate) pa: Preallocs,
     /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// Held by a commit from closing its transaction until its frees are released.
@@ -87,8 +86,8 @@ pub struct Allocator {
     pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
     /// The durable store and the changes since the last commit (see `durable`).
-    pub(crate) durable: Option<crate::durable::Durable>,
-    pub(crate) corrupt: crate::corrupt::CorruptSet,
+    pub(crate) durable: Option<crate::load::durable::Durable>,
+    pub(crate) corrupt: crate::load::corrupt::CorruptSet,
     /// Test only: class stages walk every class's indexes and leave the class filter to
     /// `class_admits`, group by group, as before the indexes were split by class (the
     /// equivalence test in `criteria` compares the two walks).
@@ -103,6 +102,7 @@ pub struct Allocator {
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+#[cfg(feature = "testing")]
 pub struct GroupLockHold<'a>(#[allow(dead_code)] crate::sync::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
@@ -147,7 +147,9 @@ impl Builder {
         self.lazy = lazy;
         self
     }
-    /// Charge this much busy time per bitmap read of the in-memory device.
+    /// Charge this much busy time per bitmap read of the in-memory device (tests of lazy
+    /// loading; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn load_cost(mut self, cost: std::time::Duration) -> Self {
         self.load_cost = cost;
         self
@@ -169,17 +171,19 @@ impl Builder {
     /// (call `.lazy(false)` afterwards to read every bitmap at build).
     pub fn store<S: crate::store::Store + 'static>(mut self, store: S) -> Self {
         let store: Arc<dyn crate::store::Store> = Arc::new(store);
-        self.source = Some(Box::new(crate::durable::StoreSource(store.clone())));
+        self.source = Some(Box::new(crate::load::durable::StoreSource(store.clone())));
         self.store = Some(store);
         self.lazy = true;
         self
     }
 
+    /// The allocator: groups from the source (or the store), every bitmap read now unless
+    /// lazy. Errors: a geometry or used ranges the source refuses, a store that does not fit.
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
         let durable = self
             .store
-            .map(|s| crate::durable::Durable::attach(&geo, s, self.used.len()))
+            .map(|s| crate::load::durable::Durable::attach(&geo, s, self.used.len()))
             .transpose()?;
         let source: Arc<dyn BitmapSource> = match self.source {
             Some(s) => Arc::from(s),
@@ -207,10 +211,7 @@ impl Builder {
             read_marks: ReadMarks::new(n),
             uninit: Padded(AtomicU32::new(n)),
             classless: Padded(AtomicU32::new(n)),
-            lgs: (0..self.cpus)
-                .map(|_| Padded(Mutex::new(LocalityGroup::default())))
-                .collect(),
-            owners: OwnerTable::new(),
+            pa: Preallocs::new(self.cpus),
             pending_groups: Padded(Mutex::new(Vec::new())),
             committing: Padded(Mutex::new(())),
             commit_done: Padded((Mutex::new(()), Condvar::default())),
@@ -268,6 +269,7 @@ impl Allocator {
         Self::builder(geo).used(used).build()
     }
 
+    /// The geometry the allocator was built for.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
     }
@@ -521,6 +523,22 @@ impl Allocator {
             self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
         }
+        self.check_group(grp, st);
+    }
+
+    /// With the `aggressive-check` feature: [`GroupState::check`] on a group that is not
+    /// corrupt (a corrupt group's views disagree by definition), panicking with what broke.
+    /// Without it, nothing.
+    #[inline(always)]
+    pub(crate) fn check_group(&self, grp: &Group, st: &GroupState) {
+        #[cfg(feature = "aggressive-check")]
+        if !self.bits(grp.no).is_corrupt() {
+            if let Err(e) = st.check(self.geo.group_len(grp.no), self.geo.bsbits()) {
+                panic!("group {}: {e}", grp.no);
+            }
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (grp, st);
     }
 
     /// Gives the group class `class`, claimed by CPU `home` (a reset: none and [`NO_HOME`]):
@@ -548,7 +566,7 @@ impl Allocator {
 
     /// Blocks entered or left a buddy: bump this thread's `discard_pa_seq`.
     pub(crate) fn bump_discard_seq(&self) {
-        crate::percpu::local_add(self.discard_seq.local(), 1);
+        crate::sync::percpu::local_add(self.discard_seq.local(), 1);
     }
 
     /// `ext4_get_discard_pa_seq_sum`.
@@ -642,6 +660,7 @@ impl Allocator {
     /// trees: the same PAs, each once.
     fn check_registered(&self, mut registered: Vec<(u64, u32, u64, u32)>) -> Result<(), String> {
         let mut live: Vec<_> = self
+            .pa
             .owners
             .all()
             .into_iter()
@@ -716,7 +735,7 @@ impl Allocator {
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
-        &self.lgs[self.lg_index(cpu)]
+        self.pa.lg(self.lg_index(cpu))
     }
 
     /// Which locality group CPU `cpu` uses (its index in `lgs`).
@@ -725,7 +744,8 @@ impl Allocator {
     }
 
     /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
-    /// group would (for tests and the lab's contention experiments, seed 001).
+    /// group would (tests of the contention paths, seed 001; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,
@@ -736,7 +756,8 @@ impl Allocator {
 
     /// Owners that currently hold inode preallocations, with their count.
     pub fn preallocations(&self) -> Vec<(u64, usize)> {
-        self.owners
+        self.pa
+            .owners
             .all()
             .into_iter()
             .map(|(o, p)| (o, p.lock().pas.len()))
@@ -763,7 +784,7 @@ mod tests {
     /// (the goal try, so the placement is the same whatever the indexes).
     fn fill_with_optimize_toggled(toggle: bool) -> Allocator {
         let geo = Geometry::new(4096, 32768, 8 * 32768, 0, 16).unwrap();
-        let mut t = crate::Policy::Linux618.tunables(&geo, 2);
+        let mut t = crate::policy::Policy::Linux618.tunables(&geo, 2);
         t.mb_optimize_scan = true;
         let a = Allocator::builder(geo)
             .used(&[(0, 100)])
@@ -775,12 +796,12 @@ mod tests {
             a.set_tunable("mb_optimize_scan", "0").unwrap();
         }
         for g in 0..8u64 {
-            let req = crate::Request::new(5, 0, 30_000)
+            let req = crate::request::Request::new(5, 0, 30_000)
                 .with_goal(g * 32768 + 200)
                 .with_flags(
-                    crate::Flags::HINT_DATA
-                        | crate::Flags::HINT_NOPREALLOC
-                        | crate::Flags::HINT_TRY_GOAL,
+                    crate::request::Flags::HINT_DATA
+                        | crate::request::Flags::HINT_NOPREALLOC
+                        | crate::request::Flags::HINT_TRY_GOAL,
                 );
             assert_eq!(a.allocate(&req).unwrap().extent.start, g * 32768 + 200);
         }

@@ -125,7 +125,7 @@ impl SizeClass {
 }
 
 /// A set of classes, a bit per [`SizeClass`] value: the classes whose index sets a walk
-/// reads (see [`crate::class_index`]).
+/// reads (see [`crate::group::class_index`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Classes(u8);
 
@@ -210,16 +210,6 @@ impl Stage {
             Stage::Match | Stage::Shared => Classes::of(want),
             Stage::Unset | Stage::Empty => Classes::of(SizeClass::None),
             Stage::Any => Classes::ALL,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Match => "match",
-            Stage::Unset => "unset",
-            Stage::Empty => "empty",
-            Stage::Shared => "shared",
-            Stage::Any => "any",
         }
     }
 }

@@ -1,71 +1,20 @@
-//! A bound on the memory of loaded groups: at most `n` group bitmaps (on-disk bitmap + buddy,
-//! ~12 KiB each at 4 KiB blocks) stay in memory; loading one more evicts the oldest clean one.
-//!
-//! Why: a 16 TiB filesystem has 131,072 groups, 1.5 GiB of bitmaps and buddies when all are
-//! loaded. The kernel keeps only the small per-group summary (`ext4_group_info`) resident and
-//! lets the page cache drop bitmap and buddy pages, regenerating them on the next
-//! `ext4_mb_load_buddy`. We do the same: an evicted group keeps its summary, its place in the
-//! optimize-scan indexes and its descriptor count, is marked [`EVICTED`], and is reloaded from
-//! the source when next needed — so an eviction never changes where later requests go.
-//!
-//! A group may be evicted only when it is clean: no frees waiting for a commit, nothing held
-//! in-core that is not on disk (no preallocation, no allocation between buddy and disk marking:
-//! then in-core free == descriptor free), and its on-disk bitmap stored in the source (written
-//! back through [`BitmapSource::write_bitmap`](crate::BitmapSource::write_bitmap) when it changed).
-//! Victims are taken oldest-loaded first and only with `try_lock`, so a loader holding its own
-//! group's lock can never deadlock on a victim.
+//! The allocator's side of loading groups: what it does when a group enters memory under
+//! the cache bound (evicting clean ones, `load::cache`), and when a group turns out corrupt
+//! (`ext4_mark_group_bitmap_corrupted`, `load::corrupt`): it is never allocated from again,
+//! its free blocks leave the free counter once, and frees into it are refused.
 
-use std::collections::VecDeque;
-
-use crate::allocator::Allocator;
-use crate::group::GroupState;
-use crate::stats::bump;
-use crate::sync::atomic::{AtomicU32, Ordering};
-use crate::sync::Mutex;
-
-/// `bb_state` bit: the group's bitmaps were dropped by the cache (its summary is still valid).
-pub(crate) const EVICTED: u32 = 1 << 8;
-
-/// Loaded groups in load order, and the bound.
-pub(crate) struct GroupCache {
-    limit: Option<u32>,
-    order: Mutex<VecDeque<u32>>,
-    loaded: AtomicU32,
-}
-
-impl GroupCache {
-    /// `limit`: most groups kept loaded (`None` = no bound, the default).
-    pub(crate) fn new(limit: Option<u32>) -> GroupCache {
-        GroupCache {
-            limit: limit.map(|n| n.max(1)),
-            order: Mutex::new(VecDeque::new()),
-            loaded: AtomicU32::new(0),
-        }
-    }
-
-    /// Groups whose bitmaps are in memory now.
-    pub(crate) fn loaded(&self) -> u32 {
-        self.loaded.load(Ordering::Relaxed)
-    }
-}
+use crate::alloc::allocator::Allocator;
+use crate::error::Error;
+use crate::group::info::{Group, GroupState};
+use crate::group::state;
+use crate::load::cache::EVICTED;
+use crate::stats::{bump, GroupSnapshot};
 
 impl Allocator {
     /// Records that `g` was just loaded and evicts clean groups while over the bound. `g`
     /// itself (whose lock the caller holds) is never a victim.
     pub(crate) fn note_loaded(&self, g: u32) {
-        let c = &self.cache;
-        c.loaded.fetch_add(1, Ordering::Relaxed);
-        let Some(limit) = c.limit else { return };
-        let mut order = c.order.lock();
-        order.push_back(g);
-        let mut tries = order.len();
-        while c.loaded() > limit && tries > 0 {
-            tries -= 1;
-            let Some(v) = order.pop_front() else { break };
-            if v == g || !self.try_evict(v) {
-                order.push_back(v);
-            }
-        }
+        self.cache.note_loaded(g, |v| self.try_evict(v));
     }
 
     /// Drops `v`'s bitmaps if it is clean and unlocked; true if it is no longer loaded.
@@ -84,7 +33,7 @@ impl Allocator {
         self.readahead.discard(v);
         st.loaded = None;
         self.bits(v).set(EVICTED);
-        self.cache.loaded.fetch_sub(1, Ordering::Relaxed);
+        self.cache.evicted();
         bump(&self.stats.evictions);
         true
     }
@@ -103,15 +52,78 @@ impl Allocator {
         }
     }
 
-    /// Groups whose bitmaps are in memory now (bounded by [`crate::Builder::cache_groups`]).
+    /// Groups whose bitmaps are in memory now (bounded by [`Builder::cache_groups`](crate::alloc::allocator::Builder::cache_groups)).
     pub fn loaded_groups(&self) -> u32 {
         self.cache.loaded()
+    }
+
+    /// Marks `grp` corrupt (once): flag it BBITMAP_CORRUPT and stop counting its `desc_free`
+    /// blocks as free. The caller holds the group lock and passes the group's `desc_free`.
+    pub(crate) fn mark_corrupt(&self, grp: &Group, desc_free: u32, reason: String) {
+        if !self.corrupt.insert(grp.no, reason) {
+            return;
+        }
+        self.bits(grp.no).set(state::BBITMAP_CORRUPT);
+        self.free_blocks.add(-i64::from(desc_free));
+        bump(&self.stats.corrupt_groups);
+    }
+
+    /// Groups marked corrupt so far, with the reason, in group order.
+    pub fn corrupt_groups(&self) -> Vec<(u32, String)> {
+        self.corrupt.snapshot().into_iter().collect()
+    }
+
+    /// The error for touching corrupt group `group`.
+    pub(crate) fn corrupt_error(&self, group: u32) -> Error {
+        self.corrupt.error(group)
+    }
+
+    /// A bitmap load failed: a checksum failure marks the group corrupt, so no later scan
+    /// tries it again; any other error (I/O) leaves the group to be retried.
+    pub(crate) fn load_failed(&self, grp: &Group, st: &GroupState, e: Error) -> Error {
+        if let Error::CorruptGroup { reason, .. } = &e {
+            self.mark_corrupt(grp, st.desc_free, reason.clone());
+        }
+        e
+    }
+
+    /// Refuses a free that touches a corrupt group, before anything changes.
+    pub(crate) fn refuse_corrupt(
+        &self,
+        groups: impl IntoIterator<Item = u32>,
+    ) -> Result<(), Error> {
+        match groups.into_iter().find(|&g| self.bits(g).is_corrupt()) {
+            Some(g) => Err(self.corrupt_error(g)),
+            None => Ok(()),
+        }
+    }
+
+    /// The snapshot of a group whose bitmap could not be loaded: what its descriptor says.
+    pub(crate) fn unloaded_snapshot(&self, g: u32) -> GroupSnapshot {
+        let grp = &self.groups[g as usize];
+        let st = grp.lock.lock();
+        GroupSnapshot {
+            group: g,
+            free: 0,
+            fragments: 0,
+            first_free: 0,
+            counters: Vec::new(),
+            corrupt: self.bits(g).is_corrupt(),
+            loaded: false,
+            pending: 0,
+            desc_free: st.desc_free,
+            largest_free_order: -1,
+            size_class: grp.size_class() as u8,
+        }
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::{Allocator, Extent, Flags, Geometry, Policy, Request};
+    use crate::alloc::allocator::Allocator;
+    use crate::geometry::Geometry;
+    use crate::policy::Policy;
+    use crate::request::{Extent, Flags, Request};
 
     /// 4 groups of 2048 blocks, lazily loaded, at most one loaded, prefetch reads inline.
     fn allocator() -> Allocator {
