@@ -14,7 +14,9 @@
 //! * `thinktime` stalls after every read/write, not after an fdatasync (`handle_thinktime`);
 //! * `fdatasync=N`: an fdatasync after every N writes (`get_rw_ddir`); it writes back (and
 //!   allocates) at once and returns when the jbd2 commit of its transaction ends
-//!   (`ext4_sync_file`, `jbd2_complete_transaction`);
+//!   (`ext4_sync_file`, `jbd2_complete_transaction`); the commits run on the same clock
+//!   ([`JournalJob`]) and release the blocks freed before they started when they end, unless
+//!   `commit_clock=0`;
 //! * `unlink_each_loop`: the file is unlinked at the start of every loop after the first
 //!   (`thread_main`, after `clear_io_state` closed it), so the last loop's file survives
 //!   unless `unlink=1` unlinks it when the job ends (`close_and_free_files`);
