@@ -210,6 +210,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         .cpus(CAPTURE_CPUS)
         .source(Box::new(source))
         .lazy(case.meta.fresh_mount)
+        .journal(init.has_journal())
         .prefetch_threads(0)
         .build()
         .map_err(setup)
@@ -246,6 +247,17 @@ pub fn request(r: &AllocRecord, extents: bool) -> Request {
         open_for_write: r.wr_open.unwrap_or(true),
         cpu: r.cpu,
         extents,
+    }
+}
+
+/// Frees `e` as the capture's free record did: in its transaction `tid`, or, for a free made
+/// without a journal handle (`tid: null`, a filesystem without a journal), in the running one.
+/// An allocator built without a journal ([`mballoc::Builder::journal`]) hands the blocks back
+/// at once either way, as `ext4_mb_clear_bb` does without a handle.
+pub fn free_as_captured(a: &Allocator, ino: u64, e: Extent, tid: Option<u64>) -> Result<(), Error> {
+    match tid {
+        Some(t) => a.free_in_transaction(ino, e, t),
+        None => a.free(ino, e),
     }
 }
 
@@ -286,7 +298,7 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             }
             Record::Free(f) => {
                 let e = Extent::new(f.block, f.count as u32);
-                if a.free_in_transaction(f.ino, e, f.tid).is_err() {
+                if free_as_captured(&a, f.ino, e, f.tid).is_err() {
                     rep.free_errors += 1;
                 }
             }

@@ -116,14 +116,6 @@ impl Geometry {
         self.block_size
     }
 
-    /// Groups whose bitmap and buddy share one page of ext4's buddy cache
-    /// (`ext4_mb_init_cache`: two blocks per group, in pages of 4 KiB, the x86 page the
-    /// captures ran on): 2 with 1 KiB blocks, else 1. Building one group's buddy builds the
-    /// others of its page.
-    pub fn groups_per_buddy_page(&self) -> u32 {
-        const PAGE_SIZE: u32 = 4096;
-        (PAGE_SIZE / self.block_size() / 2).max(1)
-    }
     /// log2 of the block size (the kernel's `bsbits`).
     pub fn bsbits(&self) -> u32 {
         self.block_size.trailing_zeros()

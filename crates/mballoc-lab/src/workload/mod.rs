@@ -87,6 +87,14 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "commit_clock",
         "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
     ),
+    (
+        "journal",
+        "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
+    ),
+    (
+        "page_size",
+        "page size of the simulated machine in bytes (4096, 16384, 65536): groups sharing a buddy-cache page are built together (default 4096)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

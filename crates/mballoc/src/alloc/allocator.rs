@@ -15,6 +15,7 @@ use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
 use crate::group::size_class::SizeClass;
 use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::load::cache::{GroupCache, EVICTED};
+use crate::load::page::{BuddyPages, DEFAULT_PAGE_SIZE};
 use crate::load::readahead::{ReadAhead, Taken};
 use crate::load::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
@@ -85,6 +86,11 @@ pub struct Allocator {
     /// Bound on loaded groups (`Builder::cache_groups`).
     pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
+    /// Frees wait for a commit (`ext4_mb_free_metadata`); false: a filesystem without a
+    /// journal, where `ext4_mb_clear_bb` hands freed blocks back to the buddy at once.
+    pub(crate) journal: bool,
+    /// Which groups share a buddy-cache page (built together; [`Builder::page_size`]).
+    pub(crate) pages: BuddyPages,
     /// The durable store and the changes since the last commit (see `durable`).
     pub(crate) durable: Option<crate::load::durable::Durable>,
     pub(crate) corrupt: crate::load::corrupt::CorruptSet,
@@ -117,6 +123,8 @@ pub struct Builder {
     load_cost: std::time::Duration,
     readers: Option<usize>,
     store: Option<Arc<dyn crate::store::Store>>,
+    journal: bool,
+    page_size: u32,
 }
 
 impl Builder {
@@ -160,6 +168,24 @@ impl Builder {
         self.readers = Some(n);
         self
     }
+    /// With a journal (the default), freed blocks become allocatable at the commit that
+    /// follows the free. `false` models a filesystem made without one (`mkfs.ext4 -O
+    /// ^has_journal`): a free hands its blocks back to the buddy at once
+    /// (`ext4_mb_clear_bb` without a journal handle skips `ext4_mb_free_metadata`), and a
+    /// commit releases nothing; with a store it still makes everything so far durable.
+    pub fn journal(mut self, on: bool) -> Self {
+        self.journal = on;
+        self
+    }
+    /// The page size, in bytes, of the machine modelled (default 4096): a page of ext4's
+    /// buddy cache holds `page_size / block_size / 2` groups (at least one), and building one
+    /// of them builds all (`ext4_mb_init_cache`). 16 KiB and 64 KiB are arm64's other page
+    /// sizes. Matters only when groups load lazily ([`Builder::lazy`]). A power of two from
+    /// 4096 to 65536, at least the block size; anything else fails `build`.
+    pub fn page_size(mut self, bytes: u32) -> Self {
+        self.page_size = bytes;
+        self
+    }
     /// Read bitmaps from this source instead of the in-memory device built from `used`.
     pub fn source(mut self, s: Box<dyn BitmapSource>) -> Self {
         self.source = Some(s);
@@ -181,6 +207,7 @@ impl Builder {
     /// lazy. Errors: a geometry or used ranges the source refuses, a store that does not fit.
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
+        let pages = BuddyPages::new(geo.block_size(), self.page_size)?;
         let durable = self
             .store
             .map(|s| crate::load::durable::Durable::attach(&geo, s, self.used.len()))
@@ -227,6 +254,8 @@ impl Builder {
             cache: GroupCache::new(self.cache),
             source,
             cpus: self.cpus,
+            journal: self.journal,
+            pages,
             durable,
             corrupt: Default::default(),
             #[cfg(test)]
@@ -261,6 +290,8 @@ impl Allocator {
             load_cost: std::time::Duration::ZERO,
             readers: None,
             store: None,
+            journal: true,
+            page_size: DEFAULT_PAGE_SIZE,
         }
     }
 
@@ -272,6 +303,16 @@ impl Allocator {
     /// The geometry the allocator was built for.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
+    }
+
+    /// Whether frees wait for a commit ([`Builder::journal`]).
+    pub fn journal(&self) -> bool {
+        self.journal
+    }
+
+    /// The page size modelled, in bytes ([`Builder::page_size`]).
+    pub fn page_size(&self) -> u32 {
+        self.pages.page_size()
     }
 
     /// A copy of the current tunables.
@@ -438,17 +479,15 @@ impl Allocator {
     }
 
     /// `ext4_mb_init_cache` builds every unbuilt group of the page it fills: with 1 KiB blocks
-    /// a group's page-mate is built with it ([`Geometry::groups_per_buddy_page`]). One lock at a
-    /// time (never the two groups' locks together). A mate whose bitmap fails to load stays
-    /// unbuilt; the request that needs it reports the error.
+    /// and 4 KiB pages a group's page-mate, with 64 KiB pages and 4 KiB blocks seven mates
+    /// ([`BuddyPages`]). One lock at a time (never two groups' locks together). A mate whose
+    /// bitmap fails to load stays unbuilt; the request that needs it reports the error.
     fn build_page_mates(&self, g: u32) {
-        let per_page = self.geo.groups_per_buddy_page();
-        if per_page <= 1 {
+        if self.pages.groups_per_page() <= 1 {
             return;
         }
-        let first = g - g % per_page;
-        let end = (first + per_page).min(self.geo.group_count());
-        for m in (first..end).filter(|&m| m != g && self.bits(m).need_init()) {
+        let page = self.pages.page_of(g, self.geo.group_count());
+        for m in page.filter(|&m| m != g && self.bits(m).need_init()) {
             let grp = &self.groups[m as usize];
             let mut st = grp.lock.lock();
             let _ = self.load_locked(grp, &mut st);

@@ -63,10 +63,15 @@ impl Allocator {
         }
     }
 
-    /// Hook: blocks `[start, +len)` of `group` became used on disk.
+    /// Hook: blocks `[start, +len)` of `group` became used on disk. Without a journal they
+    /// may have been freed earlier in the same batch.
     pub(crate) fn journal_alloc(&self, group: u32, start: u32, len: u32) {
         if let Some(d) = &self.durable {
-            d.note_alloc(Extent::new(self.geo.block_of(group, start), u64::from(len)));
+            let e = Extent::new(self.geo.block_of(group, start), u64::from(len));
+            match self.journal {
+                true => d.note_alloc(e),
+                false => d.note_alloc_reusing(e),
+            }
         }
     }
 

@@ -101,6 +101,16 @@ impl Durable {
         push_merged(&mut self.journal.lock().allocated, e);
     }
 
+    /// [`Durable::note_alloc`] for an allocator without a journal, whose allocation may take
+    /// blocks freed earlier in the same batch ([`cancel_frees`]).
+    pub(crate) fn note_alloc_reusing(&self, e: Extent) {
+        let mut j = self.journal.lock();
+        let j = &mut *j;
+        for rest in cancel_frees(&mut j.freed, e) {
+            push_merged(&mut j.allocated, rest);
+        }
+    }
+
     /// Notes blocks that became free on disk, for the next commit; `then` runs under the
     /// journal lock (which also guards the running transaction id), and its value is returned.
     pub(crate) fn note_free(&self, e: Extent, then: impl FnOnce() -> u64) -> u64 {
@@ -185,16 +195,98 @@ impl Durable {
     }
 }
 
-/// `first` then `then`, allocations before frees as the store applies them.
+/// `first` then `then`, allocations before frees as the store applies them. An allocation
+/// of `then` that reuses blocks `first` freed (possible only without a journal: with one,
+/// `first`'s frees stay pending until it is durable) cancels that free (see [`cancel_frees`]).
 fn append(mut first: Commit, then: Commit) -> Commit {
-    first.allocated.extend(then.allocated);
+    for e in then.allocated {
+        for rest in cancel_frees(&mut first.freed, e) {
+            push_merged(&mut first.allocated, rest);
+        }
+    }
     first.freed.extend(then.freed);
     first
+}
+
+/// Blocks `e` allocated after a free of some of them in the same batch, which only an
+/// allocator without a journal does: a store applies a batch's allocations before its frees,
+/// so a freed-then-reallocated block listed in both would end up free. The free of the
+/// overlap is dropped from `freed` (the block was in use before the free and is in use again:
+/// no change), and the parts of `e` that no free covered are returned, to be listed as
+/// allocated. `freed` holds disjoint extents (a block is freed again only after an allocation
+/// that took it out of the list).
+fn cancel_frees(freed: &mut Vec<Extent>, e: Extent) -> Vec<Extent> {
+    let end = |x: &Extent| x.start + x.len;
+    let mut rest = vec![e];
+    if freed
+        .iter()
+        .all(|f| f.start >= end(&e) || end(f) <= e.start)
+    {
+        return rest;
+    }
+    let mut kept = Vec::with_capacity(freed.len() + 1);
+    for f in freed.drain(..) {
+        let (s, t) = (f.start.max(e.start), end(&f).min(end(&e)));
+        if s >= t {
+            kept.push(f);
+            continue;
+        }
+        kept.extend(outside(f, s, t));
+        rest = rest.into_iter().flat_map(|r| outside(r, s, t)).collect();
+    }
+    *freed = kept;
+    rest
+}
+
+/// The parts of `x` outside `[s, t)`.
+fn outside(x: Extent, s: u64, t: u64) -> impl Iterator<Item = Extent> {
+    let (a, b) = (x.start, x.start + x.len);
+    [(a, b.min(s)), (a.max(t), b)]
+        .into_iter()
+        .filter(|&(from, to)| from < to)
+        .map(|(from, to)| Extent::new(from, to - from))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reallocation_cancels_the_free_of_its_blocks() {
+        let mut freed = vec![Extent::new(10, 10), Extent::new(40, 5)];
+        // Blocks 15..25: 15..20 were freed in the batch, 20..25 were not.
+        let rest = cancel_frees(&mut freed, Extent::new(15, 10));
+        assert_eq!(rest, vec![Extent::new(20, 5)]);
+        assert_eq!(freed, vec![Extent::new(10, 5), Extent::new(40, 5)]);
+        // Inside one free: both sides of it stay freed.
+        let rest = cancel_frees(&mut freed, Extent::new(41, 2));
+        assert!(rest.is_empty());
+        assert_eq!(
+            freed,
+            vec![Extent::new(10, 5), Extent::new(40, 1), Extent::new(43, 2)]
+        );
+        // No overlap: nothing changes.
+        assert_eq!(
+            cancel_frees(&mut freed, Extent::new(0, 10)),
+            vec![Extent::new(0, 10)]
+        );
+        assert_eq!(freed.len(), 3);
+    }
+
+    #[test]
+    fn a_carried_batch_freed_what_the_next_reallocates() {
+        let failed = Commit {
+            allocated: vec![Extent::new(100, 4)],
+            freed: vec![Extent::new(8, 8)],
+        };
+        let fresh = Commit {
+            allocated: vec![Extent::new(8, 8)],
+            freed: vec![Extent::new(100, 4)],
+        };
+        let both = append(failed, fresh);
+        assert_eq!(both.allocated, vec![Extent::new(100, 4)]);
+        assert_eq!(both.freed, vec![Extent::new(100, 4)]);
+    }
 
     #[test]
     fn touching_extents_merge() {
