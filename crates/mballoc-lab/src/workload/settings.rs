@@ -22,6 +22,8 @@ pub struct LabSettings {
     pub extent_tree: bool,
     /// log2 of the blocks per bigalloc cluster (`cluster_kib`; 0 = one block per cluster).
     pub cluster_bits: u32,
+    /// fsperf tests: jbd2 commits on the simulated clock (on unless `commit_clock=0`).
+    pub commit_clock: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
     /// image's `has_journal`, or a journal.
     pub journal: Option<bool>,
@@ -46,6 +48,7 @@ impl Default for LabSettings {
             scale: None,
             extent_tree: true,
             cluster_bits: 0,
+            commit_clock: true,
             journal: None,
             page_size: None,
             tunables: Vec::new(),
@@ -137,6 +140,7 @@ impl LabSettings {
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
                 "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
+                "commit_clock" => s.commit_clock = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {
                     s.page_size = Some(
