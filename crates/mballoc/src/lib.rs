@@ -35,6 +35,8 @@ mod state;
 pub mod stats;
 pub mod store;
 mod sync;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub mod vcpu;
 pub mod tunables;
 
 pub use allocator::{Allocator, Builder, SharedAllocator};
