@@ -9,6 +9,10 @@
  *              release.
  *   local:     one thread alone does the hand-off loop's lock, bump and unlock (no transfer).
  *
+ * Each figure is the fastest of 50 batches' means: on a VM shared with other work a spinning
+ * thread is sometimes descheduled, and a batch with such a stall measures the host's
+ * scheduler, not the line.
+ *
  *   gcc -O2 -pthread -o /tmp/line_transfer scripts/line_transfer.c && /tmp/line_transfer
  */
 #define _GNU_SOURCE
@@ -18,7 +22,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#define N 2000000L
+#define N 20000L
+#define BATCHES 50
 static _Alignas(64) volatile long turn;
 static _Alignas(64) int lock;
 static _Alignas(64) volatile long count;
@@ -76,11 +81,9 @@ static double run(void *(*f)(void *))
 	return now() - t0;
 }
 
-int main(void)
+static double local(void *(*f)(void *))
 {
-	double pp = run(pong);
-	count = 0;
-	double ho = run(handoff);
+	(void)f;
 	double t0 = now();
 	for (long i = 0; i < 2 * N; i++) {
 		while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
@@ -88,7 +91,27 @@ int main(void)
 		count++;
 		__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
 	}
-	double lo = now() - t0;
+	return now() - t0;
+}
+
+static double fastest(double (*m)(void *(*)(void *)), void *(*f)(void *))
+{
+	double best = 1e9;
+	for (int b = 0; b < BATCHES; b++) {
+		turn = 0;
+		count = 0;
+		double t = m(f);
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+int main(void)
+{
+	double pp = fastest(run, pong);
+	double ho = fastest(run, handoff);
+	double lo = fastest(local, 0);
 	printf("transfer_ns %.1f handoff_ns %.1f local_lock_ns %.1f\n", pp / (2.0 * N) * 1e9,
 	       ho / (2.0 * N) * 1e9, lo / (2.0 * N) * 1e9);
 	return 0;

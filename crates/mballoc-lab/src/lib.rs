@@ -9,4 +9,5 @@ pub mod metrics;
 pub mod mkfs;
 pub mod replay;
 pub mod report;
+pub mod vcpus;
 pub mod workload;

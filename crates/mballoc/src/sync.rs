@@ -320,8 +320,10 @@ mod hooked {
                     f: Ordering,
                     g: impl FnMut($t) -> Option<$t>,
                 ) -> Result<$t, $t> {
-                    touch(self, Access::Write);
-                    self.0.fetch_update(s, f, g)
+                    // A closure that declines makes it a load (`atomic_add_unless` at 0).
+                    let r = self.0.fetch_update(s, f, g);
+                    touch(self, if r.is_ok() { Access::Write } else { Access::Load });
+                    r
                 }
                 pub fn get_mut(&mut self) -> &mut $t {
                     self.0.get_mut()
