@@ -75,8 +75,8 @@ struct BenchArgs {
     #[arg(long, value_parser = cli::args::thread_list, value_name = "N,N,...")]
     vcpus: Option<cli::args::ThreadList>,
     /// With --vcpus: the interaction costs, published server figures or this machine's.
-    #[arg(long, value_enum, default_value = "server")]
-    machine: mballoc_lab::vcpus::cost::Machine,
+    #[arg(long, default_value = "server", value_parser = ["server", "local"])]
+    machine: String,
     /// With --vcpus: policies to run (default linux-6.16, linux-6.18, proposed).
     #[arg(long, value_delimiter = ',')]
     policy: Vec<mballoc::Policy>,

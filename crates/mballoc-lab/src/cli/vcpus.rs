@@ -1,28 +1,50 @@
 //! `mballoc bench threads --vcpus N,...`: fallocate2 on virtual CPUs in virtual time
 //! (`mballoc_lab::vcpus`), and `--calibrate`, the measurement behind its work costs.
 
+#[cfg(feature = "vcpus")]
 use std::fmt::Write;
 
 use mballoc::Policy;
+#[cfg(feature = "vcpus")]
 use mballoc_lab::vcpus::cost::{Machine, Seg};
+#[cfg(feature = "vcpus")]
 use mballoc_lab::vcpus::{calibrate, run_curve, VcpuConfig, VcpuCurve};
 
 use super::CliError;
 
+#[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
 pub struct VcpuArgs {
     pub vcpus: Vec<u32>,
-    pub machine: Machine,
+    /// `server` or `local`.
+    pub machine: String,
     pub policies: Vec<Policy>,
     pub settings: Vec<String>,
     pub calibrate: bool,
     pub json: bool,
 }
 
+#[cfg(feature = "vcpus")]
 fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
+/// The default binary has no simulator: its library is built without the hooks.
+#[cfg(not(feature = "vcpus"))]
+pub fn cmd_bench_vcpus(_: &VcpuArgs) -> Result<(), CliError> {
+    Err(CliError::Other(
+        "--vcpus and --calibrate need the simulator build: cargo build --release -p \
+         mballoc-lab --features vcpus"
+            .into(),
+    ))
+}
+
+#[cfg(feature = "vcpus")]
 pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
+    let machine = if a.machine == "local" {
+        Machine::Local
+    } else {
+        Machine::Server
+    };
     if a.calibrate {
         let c = calibrate(200_000).map_err(other)?;
         let mut t = format!(
@@ -41,7 +63,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     };
     let curves: Vec<VcpuCurve> = policies
         .iter()
-        .map(|&p| run_curve(&VcpuConfig::fallocate2(p, &a.settings, a.machine), &a.vcpus))
+        .map(|&p| run_curve(&VcpuConfig::fallocate2(p, &a.settings, machine), &a.vcpus))
         .collect::<Result<_, _>>()
         .map_err(other)?;
     if a.json {
@@ -52,6 +74,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
 }
 
 /// One table per curve: the prediction, then what explains it, per call.
+#[cfg(feature = "vcpus")]
 pub fn render(curves: &[VcpuCurve]) -> String {
     let mut t = String::new();
     for c in curves {

@@ -68,7 +68,7 @@ pub const LOCAL_TRANSFER_NS: u64 = 29;
 pub const LOCAL_HANDOFF_NS: u64 = 198;
 
 /// Which machine's interaction costs a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Machine {
     /// Published server figures (the seeds' machines).

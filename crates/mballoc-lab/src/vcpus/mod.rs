@@ -375,3 +375,6 @@ pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
         overhead_ns,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -259,7 +259,9 @@ impl Sched {
         let transfer = self.costs.transfer_ns;
         let bit = 1u128 << me;
         let now = st.clock[me];
-        let line = st.lines.entry(addr >> 6).or_default();
+        // One line per atomic, not per 64 bytes of address: which atomics share a line would
+        // depend on the heap's layout, and the library pads its shared atomics apart anyway.
+        let line = st.lines.entry(addr).or_default();
         let (cost, waited) = match access {
             Access::Load if line.sharers & bit != 0 || line.sharers == 0 => (0, 0),
             Access::Load => {
