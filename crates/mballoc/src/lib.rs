@@ -6,32 +6,13 @@
 //! inode and per-CPU locality-group preallocation, and frees that become reusable only after
 //! commit.
 
-mod allocator;
-pub mod bitmap;
-pub mod buddy;
-mod cache;
-mod class_index;
-mod context;
-mod corrupt;
-mod criteria;
-mod durable;
+mod alloc;
 pub mod error;
-mod free;
 pub mod geometry;
 mod group;
-mod index;
-mod new_blocks;
-mod normalize;
-mod percpu;
+mod load;
 pub mod policy;
-mod prealloc;
-mod readahead;
 pub mod request;
-mod runs;
-mod scan;
-pub mod size_class;
-pub mod source;
-mod state;
 pub mod stats;
 pub mod store;
 mod sync;
@@ -39,7 +20,10 @@ mod sync;
 pub mod vcpu;
 pub mod tunables;
 
-pub use allocator::{Allocator, Builder, SharedAllocator};
+pub use group::{bitmap, buddy, size_class};
+pub use load::source;
+
+pub use alloc::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::Geometry;
 pub use policy::{apply_settings, Policy};

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::percpu::{local_add, Local, PerCpu};
+use crate::sync::percpu::{local_add, Local, PerCpu};
 
 /// Per-criterion counters (`s_bal_cX_*`).
 #[derive(Default)]
@@ -54,7 +54,7 @@ pub struct Counters {
     pub commit_failures: AtomicU64,
     pub cr: [CrStats; 5],
     /// Size classes (seed 002, M12): allocations found per stage, indexed by
-    /// [`Stage`](crate::size_class::Stage) (match, unset, empty, any, shared).
+    /// [`Stage`](crate::group::size_class::Stage) (match, unset, empty, any, shared).
     pub class_stage_hits: [AtomicU64; 5],
     /// Groups claimed by a class, reset to none, skipped for their class, and allocations forced
     /// into a group of another class. A skip is a group a stage reached and rejected: the

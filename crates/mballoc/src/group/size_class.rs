@@ -125,7 +125,7 @@ impl SizeClass {
 }
 
 /// A set of classes, a bit per [`SizeClass`] value: the classes whose index sets a walk
-/// reads (see [`crate::class_index`]).
+/// reads (see [`crate::group::class_index`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Classes(u8);
 

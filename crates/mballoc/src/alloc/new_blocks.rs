@@ -4,14 +4,13 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::allocator::Allocator;
-use crate::context::{Ctx, Ex, Status};
+use crate::alloc::allocator::Allocator;
+use crate::alloc::context::{Ctx, Ex, Status};
+use crate::alloc::normalize::{group_or_file, normalize};
+use crate::alloc::prealloc::space::{LocalityGroup, OwnerPas};
 use crate::error::Error;
-use crate::group::{Group, GroupState, PaSpan};
-use crate::normalize::{group_or_file, normalize};
-use crate::prealloc::{GroupPa, InodePa, LocalityGroup, OwnerPas};
+use crate::group::info::{Group, GroupState, PaSpan};
 use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Request, Source};
-use crate::stats::add;
 
 impl Allocator {
     /// Allocates blocks for `req`. The result may be shorter than asked (like ext4, callers
@@ -210,7 +209,7 @@ impl Allocator {
         Ok(self.answer(ctx, Source::Scan, new_pa, None))
     }
 
-    fn answer(
+    pub(crate) fn answer(
         &self,
         ctx: &Ctx,
         source: Source,
@@ -239,208 +238,13 @@ impl Allocator {
         }
     }
 
-    /// `ext4_mb_use_preallocated`: the owner's PA covering the logical block, else (small
-    /// files) the locality-group PA nearest the goal.
-    fn use_preallocated(
-        &self,
-        ctx: &mut Ctx,
-        owner: Option<&mut OwnerPas>,
-        lg: Option<&mut LocalityGroup>,
-    ) -> Result<Option<Allocation>, Error> {
-        if !ctx.flags.contains(Flags::HINT_DATA) {
-            return Ok(None);
-        }
-        let l = ctx.o_ex.logical;
-        if let Some(owner) = owner {
-            if let Some(pa) = owner
-                .covering(l)
-                .filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa))
-            {
-                let start = pa.pstart + u64::from(l - pa.lstart);
-                let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-                let n = (end - start) as u32;
-                let (g, off) = self.geo.locate(start);
-                let ex = Ex {
-                    group: g,
-                    start: off,
-                    len: n,
-                    logical: l,
-                };
-                let used_up = (pa.free <= n).then(|| self.geo.locate(pa.pstart).1);
-                if self.mark_pa_blocks_used(ex, used_up)? {
-                    let entry = owner
-                        .pas
-                        .get_mut(&pa.lstart)
-                        .expect("covering PA is in the tree");
-                    entry.free -= n.min(entry.free);
-                    if entry.free == 0 {
-                        owner.pas.remove(&pa.lstart);
-                    }
-                    ctx.b_ex = ex;
-                    ctx.f_ex = ex;
-                    ctx.status = Status::Found;
-                    return Ok(Some(self.answer(
-                        ctx,
-                        Source::Prealloc,
-                        None,
-                        Some(PaKind::Inode),
-                    )));
-                }
-                // Part of this PA was handed out already (the owner reused a logical range
-                // without discarding): retire the PA rather than give a block twice.
-                owner.pas.remove(&pa.lstart);
-                self.release_inode_pa(&pa);
-            }
-        }
-        if let Some(lg) = lg.filter(|_| ctx.flags.contains(Flags::HINT_GROUP_ALLOC)) {
-            let goal = self.geo.block_of(ctx.g_ex.group, ctx.goal_start());
-            if let Some((b, i)) = lg.best_for(ctx.o_ex.len, goal) {
-                let mut pa = lg.lists[b].remove(i);
-                let (g, off) = self.geo.locate(pa.pstart);
-                let ex = Ex {
-                    group: g,
-                    start: off,
-                    len: ctx.o_ex.len,
-                    logical: ctx.o_ex.logical,
-                };
-                ctx.b_ex = ex;
-                ctx.f_ex = ex;
-                ctx.status = Status::Found;
-                self.mark_diskspace_used(ex, None)?;
-                pa.pstart += u64::from(ex.len);
-                pa.len -= ex.len;
-                if pa.len > 0 {
-                    for t in lg.add_n_trim(pa) {
-                        self.release_group_pa(&t);
-                    }
-                }
-                return Ok(Some(self.answer(
-                    ctx,
-                    Source::Prealloc,
-                    None,
-                    Some(PaKind::Group),
-                )));
-            }
-        }
-        Ok(None)
-    }
-
-    /// `ext4_mb_pa_goal_check`: with GOAL_ONLY, a PA serves only if it maps the goal.
-    fn pa_goal_check(&self, ctx: &Ctx, pa: &InodePa) -> bool {
-        if !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
-            return true;
-        }
-        let start = pa.pstart + u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
-        self.geo.block_of(ctx.g_ex.group, ctx.goal_start()) == start
-            && u64::from(ctx.g_ex.len)
-                <= u64::from(pa.len)
-                    .saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
-    }
-
-    /// `ext4_mb_new_inode_pa`: keep the surplus of a normalised allocation for the owner.
-    fn new_inode_pa(&self, ctx: &mut Ctx, owner: &mut OwnerPas) -> (NewPa, Option<PaSpan>) {
-        if ctx.b_ex.len < ctx.orig_goal_len {
-            // Place the shorter extent inside the original window, covering the request:
-            // right-aligned, else left-aligned, else at the request.
-            let win_end = u64::from(ctx.g_ex.logical) + u64::from(ctx.orig_goal_len);
-            let o_end = u64::from(ctx.o_ex.logical) + u64::from(ctx.o_ex.len);
-            let right = win_end - u64::from(ctx.b_ex.len);
-            ctx.b_ex.logical = if u64::from(ctx.o_ex.logical) >= right {
-                right as u32
-            } else if o_end <= u64::from(ctx.g_ex.logical) + u64::from(ctx.b_ex.len) {
-                ctx.g_ex.logical
-            } else {
-                ctx.o_ex.logical
-            };
-        }
-        let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
-        let mut pa = InodePa {
-            pstart,
-            lstart: ctx.b_ex.logical,
-            len: ctx.b_ex.len,
-            free: ctx.b_ex.len,
-        };
-        add(&self.stats.preallocated, u64::from(pa.len));
-        let created = NewPa {
-            kind: PaKind::Inode,
-            pstart,
-            lstart: u64::from(pa.lstart),
-            len: pa.len,
-        };
-        // ext4_mb_use_inode_pa: carve the request out of it.
-        let l = ctx.o_ex.logical;
-        let start = pa.pstart + u64::from(l - pa.lstart);
-        let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-        let (g, off) = self.geo.locate(start);
-        ctx.b_ex = Ex {
-            group: g,
-            start: off,
-            len: (end - start) as u32,
-            logical: l,
-        };
-        pa.free -= ctx.b_ex.len;
-        let span = (pa.free > 0).then(|| {
-            owner.pas.insert(pa.lstart, pa);
-            PaSpan {
-                start: self.geo.locate(pa.pstart).1,
-                len: pa.len,
-                owner: ctx.req.owner,
-                lstart: pa.lstart,
-            }
-        });
-        (created, span)
-    }
-
-    /// `ext4_mb_new_group_pa`: keep the surplus for the CPU's locality group.
-    fn new_group_pa(&self, ctx: &mut Ctx, lg: &mut LocalityGroup) -> NewPa {
-        let pstart = self.geo.block_of(ctx.b_ex.group, ctx.b_ex.start);
-        let created = NewPa {
-            kind: PaKind::Group,
-            pstart,
-            lstart: pstart,
-            len: ctx.b_ex.len,
-        };
-        add(&self.stats.preallocated, u64::from(ctx.b_ex.len));
-        let used = ctx.o_ex.len;
-        let rest = GroupPa {
-            pstart: pstart + u64::from(used),
-            len: ctx.b_ex.len - used,
-        };
-        ctx.b_ex.len = used;
-        ctx.b_ex.logical = ctx.o_ex.logical;
-        for t in lg.add_n_trim(rest) {
-            self.release_group_pa(&t);
-        }
-        created
-    }
-
-    /// `ext4_mb_mark_diskspace_used` for the blocks of an inode PA, if they are all still
-    /// clear on disk (one lock hold for the check and the marking); `false`, with nothing
-    /// changed, if the owner was given some of them already. `used_up`: the PA's start in the
-    /// group when this use empties it, so that it leaves the group's list in the same hold.
-    fn mark_pa_blocks_used(&self, ex: Ex, used_up: Option<u32>) -> Result<bool, Error> {
-        let grp = &self.groups[ex.group as usize];
-        let mut st = grp.lock.lock();
-        let clear = st
-            .loaded
-            .as_ref()
-            .is_some_and(|l| l.disk.all_clear(ex.start, ex.start + ex.len));
-        if clear {
-            self.mark_locked(grp, &mut st, ex)?;
-            if let Some(start) = used_up {
-                st.unregister_pa(start);
-            }
-        }
-        drop(st);
-        if clear {
-            self.free_blocks.add(-i64::from(ex.len));
-        }
-        Ok(clear)
-    }
-
     /// `ext4_mb_mark_diskspace_used`: the blocks become the caller's on disk; a new inode
     /// PA they were carved from joins the group's list in the same lock hold.
-    fn mark_diskspace_used(&self, ex: Ex, register: Option<PaSpan>) -> Result<(), Error> {
+    pub(crate) fn mark_diskspace_used(
+        &self,
+        ex: Ex,
+        register: Option<PaSpan>,
+    ) -> Result<(), Error> {
         let grp = &self.groups[ex.group as usize];
         let mut st = grp.lock.lock();
         self.mark_locked(grp, &mut st, ex)?;
@@ -453,7 +257,12 @@ impl Allocator {
     /// The locked part of the marking; the caller takes the blocks off the global free count
     /// once the group lock is released (the lock is held as briefly as the kernel's, which
     /// updates its per-CPU free counter after `ext4_unlock_group` too).
-    fn mark_locked(&self, grp: &Group, st: &mut GroupState, ex: Ex) -> Result<(), Error> {
+    pub(crate) fn mark_locked(
+        &self,
+        grp: &Group,
+        st: &mut GroupState,
+        ex: Ex,
+    ) -> Result<(), Error> {
         if self.bits(ex.group).is_corrupt() {
             return Err(self.corrupt_error(ex.group));
         }

@@ -1,9 +1,9 @@
 //! The group-or-file decision and request normalisation: how big a window to search for, and
 //! where (`ext4_mb_group_or_file`, `ext4_mb_normalize_request`, `ext4_mb_pa_adjust_overlap`).
 
-use crate::context::Ctx;
+use crate::alloc::context::Ctx;
+use crate::alloc::prealloc::space::OwnerPas;
 use crate::geometry::Geometry;
-use crate::prealloc::OwnerPas;
 use crate::request::Flags;
 
 /// `EXT_MAX_BLOCKS`.

@@ -17,8 +17,8 @@
 
 use std::collections::VecDeque;
 
-use crate::allocator::Allocator;
-use crate::group::GroupState;
+use crate::alloc::allocator::Allocator;
+use crate::group::info::GroupState;
 use crate::stats::bump;
 use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::Mutex;

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use crate::sync::mpsc::{channel, Sender};
 use crate::sync::{Condvar, Mutex};
 
-use crate::bitmap::Bitmap;
 use crate::error::Error;
-use crate::source::BitmapSource;
+use crate::group::bitmap::Bitmap;
+use crate::load::source::BitmapSource;
 
 #[derive(Default)]
 struct Reads {

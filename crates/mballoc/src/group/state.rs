@@ -2,13 +2,13 @@
 //!
 //! Why apart: every request's prefetch walk reads the state of up to a flex group of groups,
 //! and 6.18 also sets each one's "bitmap read" mark with an atomic read-modify-write (seed 003).
-//! Inside [`Group`](crate::group::Group) those reads and writes would land on sixteen cache
+//! Inside [`Group`](crate::group::info::Group) those reads and writes would land on sixteen cache
 //! lines that other CPUs are busy locking and updating for their own groups; packed here they
 //! are one or two lines, rarely written (the read marks, written on every walk, have a bitset
 //! of their own).
 
-use crate::percpu::Isolated;
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::Isolated;
 
 /// Buddy not generated yet (`EXT4_GROUP_INFO_NEED_INIT_BIT`).
 pub const NEED_INIT: u32 = 1 << 0;

@@ -3,9 +3,9 @@
 
 use smallvec::SmallVec;
 
-use crate::bitmap::Bitmap;
-use crate::buddy::{avg_fragment_order, Buddy};
-use crate::size_class::SizeClass;
+use crate::group::bitmap::Bitmap;
+use crate::group::buddy::{avg_fragment_order, Buddy};
+use crate::group::size_class::SizeClass;
 use crate::sync::atomic::{AtomicI32, AtomicU32, AtomicU8, Ordering};
 use crate::sync::Mutex;
 
@@ -59,7 +59,7 @@ pub struct GroupState {
     /// `bb_avg_fragment_size_order`).
     pub largest_order: i32,
     pub avg_order: i32,
-    /// The class whose index sets hold the group ([`crate::class_index`]): the class as of
+    /// The class whose index sets hold the group ([`crate::group::class_index`]): the class as of
     /// the last claim or reset. Kept with the orders above so that a move reads where the
     /// group's index entries are from the state the lock guards, like an order move.
     pub class_index: SizeClass,
@@ -82,7 +82,7 @@ pub struct Group {
     pub fragments: AtomicU32,
     /// `bb_largest_free_order` (−1 = none or not initialised).
     pub largest_order: AtomicI32,
-    /// Size class of the group's data (seed 002, [`crate::size_class::SizeClass`] as `u8`).
+    /// Size class of the group's data (seed 002, [`crate::group::size_class::SizeClass`] as `u8`).
     /// Written only under the group lock; read without it by the scans.
     pub class: AtomicU8,
     /// The CPU whose request claimed the class (`size_class_per_cpu`); [`NO_HOME`] while

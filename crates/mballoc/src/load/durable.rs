@@ -24,11 +24,11 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::allocator::Allocator;
-use crate::bitmap::Bitmap;
+use crate::alloc::allocator::Allocator;
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::source::BitmapSource;
+use crate::group::bitmap::Bitmap;
+use crate::load::source::BitmapSource;
 use crate::stats::bump;
 use crate::store::delta::push_merged;
 use crate::store::{fit_commit, Commit, Extent, FileStore, OpenOptions, Store, StoreError};

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::bitmap::Bitmap;
 use crate::error::Error;
 use crate::geometry::Geometry;
+use crate::group::bitmap::Bitmap;
 
 /// A supplier of on-disk group bitmaps and descriptor free counts.
 pub trait BitmapSource: Send + Sync {

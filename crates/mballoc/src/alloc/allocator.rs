@@ -5,21 +5,21 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::bitmap::Bitmap;
-use crate::buddy::Buddy;
-use crate::cache::{GroupCache, EVICTED};
-use crate::class_index::{ClassIndex, Kind};
+use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
 use crate::error::Error;
 use crate::geometry::Geometry;
-use crate::group::{Group, GroupState, Loaded, NO_HOME};
-use crate::percpu::{Padded, PerCpu, PerCpuCounter};
-use crate::prealloc::{LocalityGroup, OwnerTable};
-use crate::readahead::{ReadAhead, Taken};
-use crate::size_class::SizeClass;
-use crate::source::{BitmapSource, MemSource};
-use crate::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::group::bitmap::Bitmap;
+use crate::group::buddy::Buddy;
+use crate::group::class_index::{ClassIndex, Kind};
+use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
+use crate::group::size_class::SizeClass;
+use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::load::cache::{GroupCache, EVICTED};
+use crate::load::readahead::{ReadAhead, Taken};
+use crate::load::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
 use crate::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::percpu::{Padded, PerCpu, PerCpuCounter};
 use crate::sync::{Condvar, Mutex};
 use crate::tunables::{possible_cpus, Tunables};
 
@@ -87,8 +87,8 @@ pub struct Allocator {
     pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
     /// The durable store and the changes since the last commit (see `durable`).
-    pub(crate) durable: Option<crate::durable::Durable>,
-    pub(crate) corrupt: crate::corrupt::CorruptSet,
+    pub(crate) durable: Option<crate::load::durable::Durable>,
+    pub(crate) corrupt: crate::load::corrupt::CorruptSet,
     /// Test only: class stages walk every class's indexes and leave the class filter to
     /// `class_admits`, group by group, as before the indexes were split by class (the
     /// equivalence test in `criteria` compares the two walks).
@@ -169,7 +169,7 @@ impl Builder {
     /// (call `.lazy(false)` afterwards to read every bitmap at build).
     pub fn store<S: crate::store::Store + 'static>(mut self, store: S) -> Self {
         let store: Arc<dyn crate::store::Store> = Arc::new(store);
-        self.source = Some(Box::new(crate::durable::StoreSource(store.clone())));
+        self.source = Some(Box::new(crate::load::durable::StoreSource(store.clone())));
         self.store = Some(store);
         self.lazy = true;
         self
@@ -179,7 +179,7 @@ impl Builder {
         let geo = self.geo;
         let durable = self
             .store
-            .map(|s| crate::durable::Durable::attach(&geo, s, self.used.len()))
+            .map(|s| crate::load::durable::Durable::attach(&geo, s, self.used.len()))
             .transpose()?;
         let source: Arc<dyn BitmapSource> = match self.source {
             Some(s) => Arc::from(s),
@@ -548,7 +548,7 @@ impl Allocator {
 
     /// Blocks entered or left a buddy: bump this thread's `discard_pa_seq`.
     pub(crate) fn bump_discard_seq(&self) {
-        crate::percpu::local_add(self.discard_seq.local(), 1);
+        crate::sync::percpu::local_add(self.discard_seq.local(), 1);
     }
 
     /// `ext4_get_discard_pa_seq_sum`.

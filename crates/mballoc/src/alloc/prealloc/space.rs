@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use crate::buddy::fls;
-use crate::percpu::Padded;
+use crate::group::buddy::fls;
 use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::percpu::Padded;
 use crate::sync::Mutex;
 
 /// `PREALLOC_TB_SIZE`: locality-group PA buckets by `min(fls(free) − 1, 9)`.
@@ -48,7 +48,7 @@ pub struct OwnerPas {
 
 impl OwnerPas {
     /// Takes out the PA keyed `lstart` if it still starts at `pstart`: a group's list entry
-    /// ([`crate::group::PaSpan`]) read before its owner's lock may name a PA released since.
+    /// ([`crate::group::info::PaSpan`]) read before its owner's lock may name a PA released since.
     pub fn take_at(&mut self, lstart: u32, pstart: u64) -> Option<InodePa> {
         match self.pas.get(&lstart) {
             Some(pa) if pa.pstart == pstart => self.pas.remove(&lstart),

@@ -2,7 +2,7 @@
 //! the largest-free-order index and one of the average-fragment index for each
 //! [`SizeClass`], every group in the sets of its current class.
 //!
-//! Why: a size-class stage (see [`crate::size_class`]) may take groups of one class only.
+//! Why: a size-class stage (see [`crate::group::size_class`]) may take groups of one class only.
 //! Walking one index of every group and rejecting the others one by one cost about 23
 //! rejections per request on the churn benchmark; with sets per class a stage reads only the
 //! groups of the classes it admits. The kernel's walk (size classes off, or the last stage)
@@ -17,9 +17,9 @@
 //! orders inside that class, a claim or a reset moves it between classes, both under the
 //! group lock. Readers walk without locks, as the kernel walks its xarrays.
 
-use crate::group::IndexChange;
-use crate::index::GroupSet;
-use crate::size_class::{Classes, SizeClass};
+use crate::group::index::GroupSet;
+use crate::group::info::IndexChange;
+use crate::group::size_class::{Classes, SizeClass};
 use crate::sync::atomic::{AtomicU8, Ordering};
 
 /// Which index.

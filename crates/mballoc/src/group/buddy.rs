@@ -17,8 +17,8 @@
 //! every question asked of it (is this cluster free, is this range wholly in use) is one binary
 //! search over them. Dropping it halves a loaded group's memory and takes a 4 KiB bitmap's
 //! cache lines off every allocation and every committed free.
-use crate::bitmap::Bitmap;
-use crate::runs::{FreeRuns, Run};
+use crate::group::bitmap::Bitmap;
+use crate::group::runs::{FreeRuns, Run};
 
 #[derive(Clone, Debug)]
 pub struct Buddy {

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::allocator::Allocator;
+use crate::alloc::allocator::Allocator;
 use crate::error::Error;
-use crate::group::{Group, GroupState};
-use crate::state;
+use crate::group::info::{Group, GroupState};
+use crate::group::state;
 use crate::stats::{bump, GroupSnapshot};
 use crate::sync::Mutex;
 

@@ -6,14 +6,14 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::allocator::Allocator;
-use crate::buddy::{avg_fragment_order, fls};
-use crate::class_index::{Kind, Walk, WalkSets};
-use crate::context::{Ctx, Ex, Status};
+use crate::alloc::allocator::Allocator;
+use crate::alloc::context::{Ctx, Ex, Status};
 use crate::error::Error;
+use crate::group::buddy::{avg_fragment_order, fls};
+use crate::group::class_index::{Kind, Walk, WalkSets};
+use crate::group::size_class::{Classes, SizeClass, Stage};
+use crate::group::state;
 use crate::request::{Criterion, Flags};
-use crate::size_class::{Classes, SizeClass, Stage};
-use crate::state;
 use crate::stats::LocalStats;
 use crate::tunables::{KernelFlavor, Tunables};
 
@@ -87,7 +87,7 @@ impl Allocator {
         self.finish_regular(ctx)
     }
 
-    /// The size-class stages before the kernel's loop (see [`crate::size_class`]): each walks
+    /// The size-class stages before the kernel's loop (see [`crate::group::size_class`]): each walks
     /// the criteria below CR_BEST_AVAIL_LEN over the groups its filter admits. True = found.
     fn class_stages(&self, ctx: &mut Ctx, first_cr: Criterion) -> Result<bool, Error> {
         let order = if ctx.new_run {
@@ -294,7 +294,7 @@ impl Allocator {
     }
 
     /// `ext4_mb_scan_groups_xa_range`: groups of one index order in `[start, end)`, ascending.
-    /// Reads the sets of the classes the current stage admits (see [`crate::class_index`]):
+    /// Reads the sets of the classes the current stage admits (see [`crate::group::class_index`]):
     /// the groups of the other classes are not visited (nor counted in `groups_considered`),
     /// only their prefetch point is honoured ([`Self::prefetch_passed`]). A class stage
     /// passes over the groups too fragmented for the goal the same way
@@ -371,7 +371,7 @@ impl Allocator {
     #[inline(always)]
     fn fits_idle(&self, g: u32, len: u32) -> bool {
         let grp = &self.groups[g as usize];
-        crate::scan::fragments_fit(grp.bb_free(), grp.bb_fragments(), len)
+        crate::alloc::scan::fragments_fit(grp.bb_free(), grp.bb_fragments(), len)
     }
 
     /// The classes whose index sets the current stage walks; the kernel's walk takes them all.

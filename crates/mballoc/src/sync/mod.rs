@@ -1,7 +1,7 @@
 //! The synchronisation primitives the model checkers swap in.
 //!
 //! * Atomics of the lock-free structures that the `loom` model checks cover
-//!   ([`crate::index::GroupSet`], [`crate::percpu::PerCpuCounter`]): loom's under
+//!   ([`crate::group::index::GroupSet`], [`crate::sync::percpu::PerCpuCounter`]): loom's under
 //!   `--cfg loom`, std's otherwise (the index's are `shuttle`'s under `--cfg shuttle`).
 //! * The other atomics of the allocator's shared state ([`atomic`]): `shuttle`'s under
 //!   `--cfg shuttle`, so that the model check also switches threads between a lock-free read
@@ -17,6 +17,8 @@
 //! RUSTFLAGS="--cfg loom" cargo test --release -p mballoc --lib loom_
 //! RUSTFLAGS="--cfg shuttle" cargo test --release -p mballoc --test shuttle
 //! ```
+
+pub(crate) mod percpu;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};

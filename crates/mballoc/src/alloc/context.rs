@@ -1,8 +1,8 @@
 //! One allocation in flight (`struct ext4_allocation_context`).
 
 use crate::error::Error;
+use crate::group::size_class::{SizeClass, Stage};
 use crate::request::{Criterion, Flags, GroupExtent, Request};
-use crate::size_class::{SizeClass, Stage};
 use crate::stats::LocalStats;
 use crate::tunables::Tunables;
 
