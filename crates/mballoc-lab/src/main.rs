@@ -84,6 +84,13 @@ struct BenchArgs {
     /// table behind the --vcpus work costs.
     #[arg(long)]
     calibrate: bool,
+    /// With --vcpus: seeds 000 and 001 at their published CPU counts (80, 96), base against
+    /// patched, beside the published figures; the --vcpus counts draw the curves.
+    #[arg(long)]
+    seeds: bool,
+    /// With --seeds: write one SVG curve per published figure into this folder.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<std::path::PathBuf>,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
@@ -94,6 +101,8 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             policies: a.policy,
             settings: a.set,
             calibrate: a.calibrate,
+            seeds: a.seeds,
+            svg: a.svg,
             json: a.json,
         });
     }

@@ -20,6 +20,8 @@ pub struct VcpuArgs {
     pub policies: Vec<Policy>,
     pub settings: Vec<String>,
     pub calibrate: bool,
+    pub seeds: bool,
+    pub svg: Option<std::path::PathBuf>,
     pub json: bool,
 }
 
@@ -55,6 +57,21 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             let _ = writeln!(t, "{:<22} {ns:>10.1} {k:>10.2}", format!("{s:?}"));
         }
         return super::emit::out(&t);
+    }
+    if a.seeds {
+        if let Some(d) = &a.svg {
+            std::fs::create_dir_all(d).map_err(other)?;
+        }
+        let rows = mballoc_lab::vcpus::seeds::run(
+            &["", "prefetch_test_before_set=1"],
+            &a.vcpus,
+            a.svg.as_deref(),
+        )
+        .map_err(other)?;
+        if a.json {
+            return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
+        }
+        return super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows));
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]

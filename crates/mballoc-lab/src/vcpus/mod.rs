@@ -18,6 +18,7 @@
 
 pub mod cost;
 pub mod sched;
+pub mod seeds;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
