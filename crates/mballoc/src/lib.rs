@@ -17,7 +17,7 @@ pub mod stats;
 pub mod store;
 mod sync;
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-pub mod vcpu;
+pub use sync::vcpu;
 pub mod tunables;
 
 pub use group::{bitmap, buddy, size_class};

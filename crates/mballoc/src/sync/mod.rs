@@ -19,6 +19,8 @@
 //! ```
 
 pub(crate) mod percpu;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub mod vcpu;
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};
