@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(v) = mballoc::store::harness::open_image(data) {
+    if let Err(v) = mballoc::testing::open_image(data) {
         panic!("{v}");
     }
 });

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Err(v) = mballoc::store::harness::replay_log(data) {
+    if let Err(v) = mballoc::testing::replay_log(data) {
         panic!("{v}");
     }
 });

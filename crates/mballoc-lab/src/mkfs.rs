@@ -230,6 +230,12 @@ impl Layout {
 
 /// Lays out a fresh ext4 file system of `bytes` bytes as mkfs.ext4 1.47.0 would.
 pub fn layout(bytes: u64) -> Result<Layout, MkfsError> {
+    layout_with(bytes, true)
+}
+
+/// [`layout`], with a journal or (`journal` false) as `mkfs.ext4 -O ^has_journal` makes it:
+/// the same layout without the journal's blocks.
+pub fn layout_with(bytes: u64, journal: bool) -> Result<Layout, MkfsError> {
     if bytes < MIN_BYTES {
         return Err(MkfsError::TooSmall {
             bytes,
@@ -246,7 +252,7 @@ pub fn layout(bytes: u64) -> Result<Layout, MkfsError> {
     let mut map = BlockMap::new(geo.blocks_count);
     reserve_super_and_gdt(&geo, &mut map);
     let tables = allocate_tables(&geo, &mut map)?;
-    let files = make_files(&geo, &mut map)?;
+    let files = make_files(&geo, &mut map, journal)?;
     Ok(finish(&geo, &map, &tables, files))
 }
 
@@ -501,8 +507,8 @@ struct Files {
     journal_leaf: Option<u64>,
 }
 
-/// Root directory, lost+found, resize inode and journal, in mke2fs's order.
-fn make_files(geo: &Geo, map: &mut BlockMap) -> Result<Files, MkfsError> {
+/// Root directory, lost+found, resize inode and (`journal`) journal, in mke2fs's order.
+fn make_files(geo: &Geo, map: &mut BlockMap, journal: bool) -> Result<Files, MkfsError> {
     // Inodes 2 and 11 live in group 0, whose flex group starts at block 0: goal 0.
     let root_dir = alloc_block(map, 0, "root directory")?;
     let mut lost_found = BlockMap::new(geo.blocks_count);
@@ -520,7 +526,13 @@ fn make_files(geo: &Geo, map: &mut BlockMap) -> Result<Files, MkfsError> {
     } else {
         None
     };
-    let journal = make_journal(geo, map)?;
+    let journal = match journal {
+        true => make_journal(geo, map)?,
+        false => Journal {
+            extents: Vec::new(),
+            leaf: None,
+        },
+    };
     Ok(Files {
         root_dir,
         lost_found: lost_found.runs().collect(),
@@ -852,7 +864,8 @@ mod tests {
             );
         }
         let special = &init.special_inode_blocks;
-        assert_eq!(merged(&special["journal"]), layout.journal);
+        let journal = special.get("journal").map_or(vec![], |j| merged(j));
+        assert_eq!(journal, layout.journal);
         assert_eq!(special["root_dir"], [(layout.root_dir, layout.root_dir)]);
         let lf: Vec<_> = layout
             .lost_found
@@ -878,11 +891,17 @@ mod tests {
                 continue;
             }
             let bytes = case.initial.blocks_count * u64::from(case.initial.block_size);
-            let l = layout(bytes).unwrap();
+            let l = layout_with(bytes, case.initial.has_journal()).unwrap();
             compare_with_capture(&l, &case.initial);
             checked.push(case.name);
         }
-        for name in ["falloc-1g-mixed", "falloc-4g-mixed", "falloc-16g-scan0"] {
+        for name in [
+            "falloc-1g-mixed",
+            "falloc-4g-mixed",
+            "falloc-16g-scan0",
+            "nojournal-1g-falloc",
+            "nojournal-4g-fallocate2",
+        ] {
             assert!(
                 checked.iter().any(|c| c == name),
                 "{name} not checked: {checked:?}"

@@ -197,7 +197,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         init.first_data_block,
         init.flex_bg_size.max(1),
     )
-    .map_err(setup)?;
+    .map_err(|e| setup(e.into()))?;
     let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
@@ -210,6 +210,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         .cpus(CAPTURE_CPUS)
         .source(Box::new(source))
         .lazy(case.meta.fresh_mount)
+        .journal(init.has_journal())
         .prefetch_threads(0)
         .build()
         .map_err(setup)
@@ -246,6 +247,17 @@ pub fn request(r: &AllocRecord, extents: bool) -> Request {
         open_for_write: r.wr_open.unwrap_or(true),
         cpu: r.cpu,
         extents,
+    }
+}
+
+/// Frees `e` as the capture's free record did: in its transaction `tid`, or, for a free made
+/// without a journal handle (`tid: null`, a filesystem without a journal), in the running one.
+/// An allocator built without a journal ([`mballoc::Builder::journal`]) hands the blocks back
+/// at once either way, as `ext4_mb_clear_bb` does without a handle.
+pub fn free_as_captured(a: &Allocator, ino: u64, e: Extent, tid: Option<u64>) -> Result<(), Error> {
+    match tid {
+        Some(t) => a.free_in_transaction(ino, e, t),
+        None => a.free(ino, e),
     }
 }
 
@@ -286,7 +298,7 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             }
             Record::Free(f) => {
                 let e = Extent::new(f.block, f.count as u32);
-                if a.free_in_transaction(f.ino, e, f.tid).is_err() {
+                if free_as_captured(&a, f.ino, e, f.tid).is_err() {
                     rep.free_errors += 1;
                 }
             }
@@ -403,7 +415,7 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
             continue;
         };
         let len = geo.group_len(fg.group);
-        let mut kernel_free = mballoc::bitmap::Bitmap::new(len);
+        let mut kernel_free = mballoc::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
             let off = (s - geo.group_first_block(fg.group)) as u32;
             kernel_free.set_range(off, off + l as u32);

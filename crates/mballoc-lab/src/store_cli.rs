@@ -126,12 +126,11 @@ pub fn geometry_for(size: u64, block_size: u64) -> Result<Geometry, String> {
         u32::try_from(block_size).map_err(|_| format!("--block-size {block_size}: too large"))?;
     let blocks = size / block_size.max(1);
     let first = u64::from(bs == 1024);
-    Geometry::new(bs, bs.saturating_mul(8), blocks, first, FLEX_BG).map_err(|e| match e {
-        mballoc::Error::InvalidGeometry {
-            field: "block_size" | "blocks_per_group" | "first_data_block",
-            ..
-        } => format!("--block-size {block_size}: {e}"),
-        e => format!("--size {size}: {e}"),
+    Geometry::new(bs, bs.saturating_mul(8), blocks, first, FLEX_BG).map_err(|e| match e.field {
+        "block_size" | "blocks_per_group" | "first_data_block" => {
+            format!("--block-size {block_size}: {e}")
+        }
+        _ => format!("--size {size}: {e}"),
     })
 }
 

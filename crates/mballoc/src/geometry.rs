@@ -4,7 +4,18 @@
 //! "block" here is the allocation unit everywhere. Kernel counterpart:
 //! `ext4_get_group_no_and_offset`, `ext4_group_first_block_no`.
 
-use crate::error::Error;
+/// A geometry no filesystem can have: the field at fault, its value and what it must be.
+/// The crate's `Error` takes it in as `Error::InvalidGeometry`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid geometry: {field} = {value} (must be {reason})")]
+pub struct GeometryError {
+    /// The argument at fault.
+    pub field: &'static str,
+    /// Its value.
+    pub value: u64,
+    /// What it must be.
+    pub reason: &'static str,
+}
 
 /// The shape of the space being allocated: what `mkfs.ext4` decides once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,9 +46,9 @@ impl Geometry {
         blocks_count: u64,
         first_data_block: u64,
         flex_bg_size: u32,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, GeometryError> {
         let bad = |field: &'static str, value: u64, reason: &'static str| {
-            Err(Error::InvalidGeometry {
+            Err(GeometryError {
                 field,
                 value,
                 reason,
@@ -96,22 +107,15 @@ impl Geometry {
 
     /// A geometry laid out like `mkfs.ext4` would for `bytes` of space with 4 KiB blocks:
     /// 32768 blocks per group and flex_bg 16.
-    pub fn ext4_default(bytes: u64) -> Result<Self, Error> {
+    pub fn ext4_default(bytes: u64) -> Result<Self, GeometryError> {
         Self::new(4096, 32768, bytes / 4096, 0, 16)
     }
 
+    /// Bytes per block.
     pub fn block_size(&self) -> u32 {
         self.block_size
     }
 
-    /// Groups whose bitmap and buddy share one page of ext4's buddy cache
-    /// (`ext4_mb_init_cache`: two blocks per group, in pages of 4 KiB, the x86 page the
-    /// captures ran on): 2 with 1 KiB blocks, else 1. Building one group's buddy builds the
-    /// others of its page.
-    pub fn groups_per_buddy_page(&self) -> u32 {
-        const PAGE_SIZE: u32 = 4096;
-        (PAGE_SIZE / self.block_size() / 2).max(1)
-    }
     /// log2 of the block size (the kernel's `bsbits`).
     pub fn bsbits(&self) -> u32 {
         self.block_size.trailing_zeros()
@@ -120,12 +124,15 @@ impl Geometry {
     pub fn blocks_per_group(&self) -> u32 {
         self.blocks_per_group
     }
+    /// Blocks of the filesystem (`s_blocks_count`).
     pub fn blocks_count(&self) -> u64 {
         self.blocks_count
     }
+    /// The first block groups count from (`s_first_data_block`).
     pub fn first_data_block(&self) -> u64 {
         self.first_data_block
     }
+    /// Groups per flex group (1: no flex_bg).
     pub fn flex_bg_size(&self) -> u32 {
         self.flex_bg_size
     }
@@ -205,7 +212,7 @@ mod tests {
     fn bad_geometry_is_an_error() {
         assert!(matches!(
             Geometry::new(3000, 32768, 1 << 20, 0, 16),
-            Err(Error::InvalidGeometry {
+            Err(GeometryError {
                 field: "block_size",
                 ..
             })

@@ -1,7 +1,7 @@
 //! Named presets of the policy switches, so one workload can be run "before" and "after".
 //!
 //! A preset is a starting point: every switch can still be set on its own afterwards
-//! ([`crate::Tunables::set`]). The presets differ only in the seeds' switches; the kernel knobs
+//! ([`Tunables::set`](crate::tunables::Tunables::set)). The presets differ only in the seeds' switches; the kernel knobs
 //! keep the defaults of the geometry.
 
 use crate::error::Error;

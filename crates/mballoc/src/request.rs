@@ -9,19 +9,29 @@ use std::ops::{BitAnd, BitOr, BitOrAssign};
 pub struct Flags(pub u32);
 
 impl Flags {
+    /// Prefer extending the neighbour: a shorter goal hit is taken.
     pub const HINT_MERGE: Flags = Flags(0x1);
+    /// Take the first free extent found (no best-fit search).
     pub const HINT_FIRST: Flags = Flags(0x8);
+    /// Data blocks (preallocation and normalisation apply).
     pub const HINT_DATA: Flags = Flags(0x20);
+    /// Neither use nor create a preallocation.
     pub const HINT_NOPREALLOC: Flags = Flags(0x40);
     /// Set by the allocator (`ext4_mb_group_or_file`): a request carrying it is refused.
     pub const HINT_GROUP_ALLOC: Flags = Flags(0x80);
+    /// Allocate at the goal or fail.
     pub const HINT_GOAL_ONLY: Flags = Flags(0x100);
+    /// Try the goal block first.
     pub const HINT_TRY_GOAL: Flags = Flags(0x200);
+    /// The blocks were reserved by delayed allocation.
     pub const DELALLOC_RESERVED: Flags = Flags(0x400);
     /// Set by the allocator (`ext4_mb_group_or_file`): a request carrying it is refused.
     pub const STREAM_ALLOC: Flags = Flags(0x800);
+    /// May use the root-reserved blocks.
     pub const USE_ROOT_BLOCKS: Flags = Flags(0x1000);
+    /// May use the filesystem's reserved pool.
     pub const USE_RESERVED: Flags = Flags(0x2000);
+    /// Strict free-count checks (metadata of the allocator itself).
     pub const STRICT_CHECK: Flags = Flags(0x4000);
 
     const NAMES: [(Flags, &'static str); 12] = [
@@ -39,10 +49,12 @@ impl Flags {
         (Flags::STRICT_CHECK, "STRICT_CHECK"),
     ];
 
+    /// Whether every bit of `other` is set.
     #[inline]
     pub fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
     }
+    /// Clears the bits of `other`.
     #[inline]
     pub fn remove(&mut self, other: Flags) {
         self.0 &= !other.0;
@@ -93,12 +105,15 @@ pub struct Request {
     pub len: u32,
     /// Physical goal block (out of range goals fall back to the first data block, like ext4).
     pub goal: u64,
-    /// Logical/physical block of the nearest mapped neighbour on the left (0 = none).
+    /// Logical block of the nearest mapped neighbour on the left (0 = none).
     pub lleft: u32,
+    /// Physical block of that left neighbour.
     pub pleft: u64,
-    /// Logical/physical block of the nearest mapped neighbour on the right (0 = none).
+    /// Logical block of the nearest mapped neighbour on the right (0 = none).
     pub lright: u32,
+    /// Physical block of that right neighbour.
     pub pright: u64,
+    /// Allocation hints (`EXT4_MB_HINT_*`).
     pub flags: Flags,
     /// The owner's size in bytes (`i_size`): drives normalisation and the stream decision.
     pub i_size: u64,
@@ -130,31 +145,38 @@ impl Request {
             extents: true,
         }
     }
+    /// With physical goal block `goal`.
     pub fn with_goal(mut self, goal: u64) -> Self {
         self.goal = goal;
         self
     }
+    /// With the hint bits `flags` (replacing `HINT_DATA`).
     pub fn with_flags(mut self, flags: Flags) -> Self {
         self.flags = flags;
         self
     }
+    /// With the owner's size in bytes.
     pub fn with_i_size(mut self, i_size: u64) -> Self {
         self.i_size = i_size;
         self
     }
+    /// From CPU `cpu` (which locality group).
     pub fn with_cpu(mut self, cpu: u32) -> Self {
         self.cpu = cpu;
         self
     }
+    /// Whether the owner is open for write.
     pub fn with_open_for_write(mut self, open: bool) -> Self {
         self.open_for_write = open;
         self
     }
+    /// With the nearest mapped neighbour on the left.
     pub fn with_left(mut self, lleft: u32, pleft: u64) -> Self {
         self.lleft = lleft;
         self.pleft = pleft;
         self
     }
+    /// With the nearest mapped neighbour on the right.
     pub fn with_right(mut self, lright: u32, pright: u64) -> Self {
         self.lright = lright;
         self.pright = pright;
@@ -165,14 +187,18 @@ impl Request {
 /// A run of physical blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Extent {
+    /// First block.
     pub start: u64,
+    /// Blocks.
     pub len: u32,
 }
 
 impl Extent {
+    /// `len` blocks from `start`.
     pub fn new(start: u64, len: u32) -> Extent {
         Extent { start, len }
     }
+    /// The block after the last.
     pub fn end(&self) -> u64 {
         self.start + u64::from(self.len)
     }
@@ -181,14 +207,20 @@ impl Extent {
 /// The allocation criteria (`enum criteria`), in pass order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Criterion {
+    /// `CR_POWER2_ALIGNED`: a buddy chunk of the request's power-of-two order.
     Power2Aligned = 0,
+    /// `CR_GOAL_LEN_FAST`: a group whose indexes promise the goal length.
     GoalLenFast = 1,
+    /// `CR_BEST_AVAIL_LEN`: the goal length trimmed to what the indexes offer.
     BestAvailLen = 2,
+    /// `CR_GOAL_LEN_SLOW`: every group with enough free blocks, searched completely.
     GoalLenSlow = 3,
+    /// `CR_ANY_FREE`: whatever is free.
     AnyFree = 4,
 }
 
 impl Criterion {
+    /// Every criterion, in pass order.
     pub const ALL: [Criterion; 5] = [
         Criterion::Power2Aligned,
         Criterion::GoalLenFast,
@@ -210,6 +242,7 @@ impl Criterion {
     pub fn expensive(self) -> bool {
         self >= Criterion::GoalLenSlow
     }
+    /// Position in pass order (the kernel's numeric value).
     pub fn index(self) -> usize {
         self as usize
     }
@@ -222,9 +255,13 @@ impl Criterion {
 /// (`group/start/len@logical`). `start == -1` marks a stream goal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct GroupExtent {
+    /// Group number.
     pub group: u32,
+    /// First block in the group (`-1`: a stream goal).
     pub start: i64,
+    /// Blocks.
     pub len: u32,
+    /// Logical block of the owner it maps.
     pub logical: u32,
 }
 
@@ -249,9 +286,13 @@ pub enum PaKind {
 /// A preallocation created by a request (the `ext4_mb_new_*_pa` tracepoints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NewPa {
+    /// Inode or locality-group PA.
     pub kind: PaKind,
+    /// First physical block.
     pub pstart: u64,
+    /// First logical block (a group PA: its physical start, as the tracepoint prints it).
     pub lstart: u64,
+    /// Blocks.
     pub len: u32,
 }
 
@@ -260,6 +301,7 @@ pub struct NewPa {
 pub struct Allocation {
     /// Blocks given to the caller (may be shorter than asked; callers loop).
     pub extent: Extent,
+    /// The scan or an existing preallocation.
     pub source: Source,
     /// The goal after normalisation, stream-goal substitution and trimming (`ac_g_ex`).
     pub goal: GroupExtent,

@@ -86,43 +86,73 @@ impl std::ops::Deref for Stats {
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
+    /// Requests (`s_bal_reqs`).
     pub reqs: u64,
+    /// Requests that got blocks (`s_bal_success`).
     pub success: u64,
+    /// Blocks handed out (`s_bal_allocated`).
     pub blocks_allocated: u64,
+    /// Free extents measured (`s_bal_ex_scanned`).
     pub extents_scanned: u64,
+    /// Groups whose buddy was searched (`s_bal_groups_scanned`).
     pub groups_scanned: u64,
+    /// Allocations that started at the goal (`s_bal_goals`).
     pub goal_hits: u64,
+    /// Allocations in the stream goal's group (`s_bal_stream_goals`).
     pub stream_goal_hits: u64,
+    /// Allocations of the whole normalised goal length (`s_bal_len_goals`).
     pub len_goal_hits: u64,
+    /// Allocations at CR_POWER2_ALIGNED (`s_bal_2orders`).
     pub two_order_hits: u64,
+    /// Searches stopped by `mb_max_to_scan` (`s_bal_breaks`).
     pub breaks: u64,
+    /// Best extents gone by the time they were taken (`s_mb_lost_chunks`).
     pub lost: u64,
+    /// Buddies built from bitmaps (`s_mb_buddies_generated`).
     pub buddies_generated: u64,
+    /// Bitmaps read, by allocating threads and by prefetch.
     pub bitmap_loads: u64,
+    /// Bitmaps read by prefetch.
     pub prefetch_loads: u64,
     /// Bitmap reads an allocating thread did itself and waited for.
     pub sync_loads: u64,
     /// Loads that found their prefetch read still in flight and waited for it.
     pub prefetch_waits: u64,
+    /// Groups whose bitmaps the group cache dropped.
     pub evictions: u64,
+    /// Prefetch reads submitted (`ext4_mb_prefetch`).
     pub prefetch_ios: u64,
+    /// Descriptor lookups of the prefetch walk (seed 003 makes fewer).
     pub prefetch_desc_lookups: u64,
+    /// Blocks put into new preallocations (`s_mb_preallocated`).
     pub preallocated: u64,
+    /// Preallocated blocks given back unused (`s_mb_discarded`).
     pub discarded: u64,
+    /// Requests served from a preallocation.
     pub prealloc_hits: u64,
+    /// Groups skipped because their lock was held (`try_lock_groups`).
     pub busy_skips: u64,
+    /// Searches retried after discarding preallocations on ENOSPC.
     pub enospc_retries: u64,
+    /// Commits that released frees.
     pub commits: u64,
+    /// Groups marked BBITMAP_CORRUPT (each counted once).
     pub corrupt_groups: u64,
+    /// Commits the durable store refused or failed.
     pub commit_failures: u64,
     /// Per criterion: hits, groups_considered, extents_scanned, useless_loops.
     pub cr: [[u64; 4]; 5],
+    /// Groups of the filesystem.
     pub groups: u32,
     /// Allocations found per size-class stage: match, unset, empty, any.
     pub class_stage_hits: [u64; 5],
+    /// Groups claimed by a size class.
     pub class_claims: u64,
+    /// Groups whose size class was reset (no data left).
     pub class_resets: u64,
+    /// Groups a size-class stage reached and rejected.
     pub class_skips: u64,
+    /// Allocations forced into a group of another class.
     pub class_forced: u64,
 }
 
@@ -277,19 +307,27 @@ impl StatsSnapshot {
 /// One group's line of `/proc/fs/ext4/<dev>/mb_groups`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSnapshot {
+    /// Group number.
     pub group: u32,
+    /// Free clusters in-core (`bb_free`).
     pub free: u32,
+    /// Free fragments (`bb_fragments`).
     pub fragments: u32,
+    /// First free cluster (`bb_first_free`).
     pub first_free: u32,
     /// Free buddy chunks per order (orders past bsbits+1 are absent).
     pub counters: Vec<u32>,
+    /// Marked BBITMAP_CORRUPT.
     pub corrupt: bool,
+    /// Its bitmap is in memory.
     pub loaded: bool,
     /// Clusters freed but not committed yet.
     pub pending: u32,
     /// Free clusters per the descriptor (on-disk view).
     pub desc_free: u32,
+    /// Highest order with a free chunk, −1 for none (`bb_largest_free_order`).
     pub largest_free_order: i32,
+    /// Size class (seed 002) as `SizeClass as u8`.
     pub size_class: u8,
 }
 

@@ -15,72 +15,247 @@ pub enum KernelFlavor {
     V6_18Stable,
 }
 
-/// The knobs of one allocator. Field names follow sysfs where the kernel has one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tunables {
+/// The table of tunables: every row gives a tunable's field (its sysfs name), its rustdoc,
+/// its type, its default (an expression over the [`Defaults`] bound to `d`), the one-line
+/// summary that listings print, and, where the kernel limits it further than its type does,
+/// the check that the value must pass (it may also round the value, as sysfs stores do).
+///
+/// From the one table it builds the struct, the defaults, [`Tunables::NAMES`], the parsing by
+/// name ([`Tunables::set`]), the reading by name ([`Tunables::get`]) and the summaries
+/// ([`Tunables::summary`]), so that no tunable is spelled twice.
+macro_rules! tunables {
+    (
+        defaults($d:ident);
+        $(
+            $(#[$attr:meta])*
+            $name:ident: $ty:ty = $default:expr, $summary:literal $(, check $check:expr)?;
+        )*
+    ) => {
+        /// The knobs of one allocator. Field names follow sysfs where the kernel has one.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Tunables {
+            $( $(#[$attr])* pub $name: $ty, )*
+        }
+
+        impl Tunables {
+            /// Names accepted by [`Tunables::set`], in table order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            fn from_defaults($d: &Defaults) -> Tunables {
+                Tunables { $( $name: $default, )* }
+            }
+
+            /// Sets one tunable by its sysfs name from text, validating like the kernel's
+            /// `ext4_attr_store`: a bad value is an error naming the allowed range, and nothing
+            /// changes.
+            pub fn set(&mut self, name: &str, value: &str, geo: &Geometry) -> Result<(), Error> {
+                let bad = |allowed: String| Error::InvalidTunable {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                    allowed,
+                };
+                match name {
+                    $(
+                        stringify!($name) => {
+                            let v = <$ty as Value>::parse(value).map_err(bad)?;
+                            $( let v = ($check)(v, geo).map_err(bad)?; )?
+                            self.$name = v;
+                        }
+                    )*
+                    _ => {
+                        return Err(Error::UnknownTunable {
+                            name: name.to_string(),
+                            valid: Self::NAMES.join(", "),
+                        })
+                    }
+                }
+                Ok(())
+            }
+
+            /// The current value of a tunable, as text (the sysfs read side).
+            pub fn get(&self, name: &str) -> Option<String> {
+                match name {
+                    $( stringify!($name) => Some(Value::show(self.$name)), )*
+                    _ => None,
+                }
+            }
+
+            /// One line on what a tunable does, for listings.
+            pub fn summary(name: &str) -> Option<&'static str> {
+                match name {
+                    $( stringify!($name) => Some($summary), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+/// What the defaults of the tunables depend on.
+struct Defaults<'a> {
+    geo: &'a Geometry,
+    cpus: u32,
+    groups: u32,
+    /// `ext4_mb_init_backend`'s prefetch window.
+    prefetch: u32,
+}
+
+/// A tunable's value as sysfs text: parsed (an error names what is allowed) and shown.
+trait Value: Copy {
+    fn parse(s: &str) -> Result<Self, String>;
+    fn show(self) -> String;
+}
+
+impl Value for u32 {
+    fn parse(s: &str) -> Result<u32, String> {
+        parse_uint(s).ok_or_else(|| "an unsigned 32-bit integer".into())
+    }
+    fn show(self) -> String {
+        self.to_string()
+    }
+}
+
+impl Value for bool {
+    fn parse(s: &str) -> Result<bool, String> {
+        match s.trim() {
+            "1" | "on" | "true" => Ok(true),
+            "0" | "off" | "false" => Ok(false),
+            _ => Err("0 or 1 (also on/off, true/false)".into()),
+        }
+    }
+    fn show(self) -> String {
+        u32::from(self).to_string()
+    }
+}
+
+impl Value for KernelFlavor {
+    fn parse(s: &str) -> Result<KernelFlavor, String> {
+        match s.trim() {
+            "6.18" | "v6.18" => Ok(KernelFlavor::V6_18),
+            "6.18.y" | "stable" => Ok(KernelFlavor::V6_18Stable),
+            _ => Err("6.18 or 6.18.y".into()),
+        }
+    }
+    fn show(self) -> String {
+        match self {
+            KernelFlavor::V6_18 => "6.18".into(),
+            KernelFlavor::V6_18Stable => "6.18.y".into(),
+        }
+    }
+}
+
+tunables! {
+    defaults(d);
+
     /// Files with at most this many blocks share per-CPU locality-group preallocations.
-    pub mb_stream_req: u32,
+    mb_stream_req: u32 = 16,
+        "files of at most this many blocks share per-CPU locality-group preallocations";
     /// Size of a locality-group preallocation in clusters; 0 disables group preallocation.
-    pub mb_group_prealloc: u32,
+    mb_group_prealloc: u32 = 512.min(d.geo.blocks_per_group()),
+        "size of a locality-group preallocation in clusters (0 disables)",
+        check |v: u32, geo: &Geometry| {
+            if v > geo.blocks_per_group() {
+                Err(format!("0 ..= {} (clusters per group)", geo.blocks_per_group()))
+            } else {
+                Ok(v)
+            }
+        };
     /// Power-of-two requests with `fls(len) >= mb_order2_req` start at CR_POWER2_ALIGNED.
-    pub mb_order2_req: u32,
+    mb_order2_req: u32 = 2,
+        "power-of-two requests of at least 2^this blocks start at CR_POWER2_ALIGNED";
     /// Stop searching once more than this many extents were measured.
-    pub mb_max_to_scan: u32,
+    mb_max_to_scan: u32 = 200,
+        "stop searching after measuring this many free extents";
     /// Use a sufficient best extent once more than this many were measured.
-    pub mb_min_to_scan: u32,
+    mb_min_to_scan: u32 = 10,
+        "take a good-enough extent after measuring this many";
     /// Groups scanned linearly before the optimised indexes (4 on rotational devices, 0 else).
-    pub mb_max_linear_groups: u32,
+    mb_max_linear_groups: u32 = 4,
+        "groups scanned linearly before the optimised indexes";
     /// How many orders CR_BEST_AVAIL_LEN may trim the goal length.
-    pub mb_best_avail_max_trim_order: u32,
+    mb_best_avail_max_trim_order: u32 = 3,
+        "orders CR_BEST_AVAIL_LEN may trim the goal length by",
+        check |v: u32, _: &Geometry| if v > 64 { Err("0 ..= 64".to_string()) } else { Ok(v) };
     /// Block-bitmap prefetch window in groups.
-    pub mb_prefetch: u32,
+    mb_prefetch: u32 = d.prefetch,
+        "block-bitmap prefetch window in groups";
     /// Prefetch I/O budget at the cheap criteria.
-    pub mb_prefetch_limit: u32,
+    mb_prefetch_limit: u32 = (4 * d.prefetch).min(d.groups),
+        "prefetch I/O budget at the cheap criteria";
     /// Use the largest-order and average-fragment indexes (mount option).
-    pub mb_optimize_scan: bool,
+    mb_optimize_scan: bool = d.groups >= 16,
+        "use the largest-order and average-fragment group indexes (mount option)";
     /// RAID stripe in blocks (0 = none).
-    pub stripe: u32,
+    stripe: u32 = 0,
+        "RAID stripe in blocks (0 = none)";
     /// Collect per-criterion statistics (the counters are always kept; this mirrors sysfs).
-    pub mb_stats: bool,
+    mb_stats: bool = false,
+        "collect per-criterion statistics (as sysfs mb_stats)";
     /// Mainline 6.18 or 6.18.y behaviour.
-    pub flavor: KernelFlavor,
+    flavor: KernelFlavor = KernelFlavor::V6_18,
+        "6.18 (mainline) or 6.18.y (with the three stable backports)";
 
     // ---- policy switches (the seeds) ----
+
     /// Number of stream goals (seed 000). 1 = the pre-6.17 single goal.
-    pub nr_global_goals: u32,
+    nr_global_goals: u32 = d.cpus.max(1).min(d.groups.div_ceil(4)).clamp(1, MAX_GLOBAL_GOALS),
+        "seed 000: number of stream goals (1 = the pre-6.17 single goal)",
+        check |v: u32, geo: &Geometry| {
+            let max = max_global_goals(geo);
+            if v == 0 || v > max {
+                Err(format!("1 ..= {max} (the group count, at most {MAX_GLOBAL_GOALS})"))
+            } else {
+                Ok(v)
+            }
+        };
     /// Skip groups whose lock is held below CR_ANY_FREE (seed 001).
-    pub try_lock_groups: bool,
+    try_lock_groups: bool = true,
+        "seed 001: skip groups locked by another task below CR_ANY_FREE";
     /// Test the "already read" flag before the atomic set in prefetch (seed 003).
-    pub prefetch_test_before_set: bool,
+    prefetch_test_before_set: bool = false,
+        "seed 003: test the bitmap-read flag before the atomic set in prefetch";
     /// Upper bound of the stream preallocation window in KiB (seed 004); ≥ 8192, power of two.
-    pub mb_max_prealloc_kb: u32,
+    mb_max_prealloc_kb: u32 = 8192,
+        "seed 004: largest stream preallocation window in KiB (>= 8192, power of 2)",
+        // The seed's mb_max_prealloc_kb_store: at least 8192, rounded up to a power of 2.
+        check |v: u32, _: &Geometry| {
+            v.max(8192)
+                .checked_next_power_of_two()
+                .ok_or_else(|| "8192 ..= 2^31 KiB (rounded up to a power of two)".to_string())
+        };
     /// btrfs-style size classes per group (seed 002).
-    pub size_classes: bool,
+    size_classes: bool = false,
+        "seed 002: btrfs-style small/medium/large size classes per group";
     /// With size classes: a group claimed for a class is that CPU's (the requester's
     /// `cpu`), and requests look in their own CPU's groups of their class first, then in
     /// unclaimed ones, and only then in other CPUs' (ours; keeps threads out of each other's
     /// group locks, as per-CPU locality groups do).
-    pub size_class_per_cpu: bool,
+    size_class_per_cpu: bool = false,
+        "with size classes: each CPU looks in its own groups of a class first (ours)";
     /// With size classes: the goal try refuses a goal inside a group of another class, so a
     /// chain of goals (a file's next window, a fallocate's next piece) cannot carry one class
     /// into another's group (ours; btrfs hints are filtered by class from the first pass).
-    pub size_class_strict_goal: bool,
+    size_class_strict_goal: bool = false,
+        "with size classes: a goal in another class's group is not tried (ours)";
     /// With size classes: a stream window (an inode preallocation) that misses its goal opens
     /// a group that holds no data before it joins a group of its class, so every growing file
     /// has room to grow in place and its unused window tail rejoins the group's free space
     /// when it is discarded (ours).
-    pub size_class_stream_groups: bool,
+    size_class_stream_groups: bool = false,
+        "with size classes: a file's new run opens an empty group first (ours)";
     /// With size classes: a class stage takes the start of the group's largest free extent
     /// (btrfs `btrfs_find_space_for_alloc` with `use_bytes_index` in a block group that is
     /// not the hinted one), not the buddy's lowest aligned chunk, so a fresh group fills
     /// front to back with no alignment gap behind its metadata (ours).
-    pub size_class_largest_first: bool,
+    size_class_largest_first: bool = false,
+        "with size classes: take the start of a group's largest free extent (btrfs)";
     /// With size classes: a request that extends a file (it has a mapped neighbour on the
     /// left) takes the class of the group holding that neighbour, when that group has one. A
     /// class then describes a file's run, not the piece a preallocation window happened to
     /// leave over (a 129 KiB append split at a window's end is a medium write, not a 13-block
     /// small one) (ours).
-    pub size_class_inherit: bool,
+    size_class_inherit: bool = false,
+        "with size classes: a file's next blocks take its group's class (ours)";
 }
 
 /// Most stream goals an allocator keeps (each takes a padded slot).
@@ -110,182 +285,11 @@ impl Tunables {
             32
         }
         .min(groups);
-        Tunables {
-            mb_stream_req: 16,
-            mb_group_prealloc: 512.min(geo.blocks_per_group()),
-            mb_order2_req: 2,
-            mb_max_to_scan: 200,
-            mb_min_to_scan: 10,
-            mb_max_linear_groups: 4,
-            mb_best_avail_max_trim_order: 3,
-            mb_prefetch: prefetch,
-            mb_prefetch_limit: (4 * prefetch).min(groups),
-            mb_optimize_scan: groups >= 16,
-            stripe: 0,
-            mb_stats: false,
-            flavor: KernelFlavor::V6_18,
-            nr_global_goals: cpus
-                .max(1)
-                .min(groups.div_ceil(4))
-                .clamp(1, MAX_GLOBAL_GOALS),
-            try_lock_groups: true,
-            prefetch_test_before_set: false,
-            mb_max_prealloc_kb: 8192,
-            size_classes: false,
-            size_class_per_cpu: false,
-            size_class_strict_goal: false,
-            size_class_stream_groups: false,
-            size_class_largest_first: false,
-            size_class_inherit: false,
-        }
-    }
-
-    /// Names accepted by [`Tunables::set`].
-    pub const NAMES: &'static [&'static str] = &[
-        "mb_stream_req",
-        "mb_group_prealloc",
-        "mb_order2_req",
-        "mb_max_to_scan",
-        "mb_min_to_scan",
-        "mb_max_linear_groups",
-        "mb_best_avail_max_trim_order",
-        "mb_prefetch",
-        "mb_prefetch_limit",
-        "mb_optimize_scan",
-        "stripe",
-        "mb_stats",
-        "flavor",
-        "nr_global_goals",
-        "try_lock_groups",
-        "prefetch_test_before_set",
-        "mb_max_prealloc_kb",
-        "size_classes",
-        "size_class_per_cpu",
-        "size_class_strict_goal",
-        "size_class_stream_groups",
-        "size_class_largest_first",
-        "size_class_inherit",
-    ];
-
-    /// Sets one tunable by its sysfs name from text, validating like the kernel's
-    /// `ext4_attr_store`: a bad value is an error naming the allowed range, and nothing changes.
-    pub fn set(&mut self, name: &str, value: &str, geo: &Geometry) -> Result<(), Error> {
-        let bad = |allowed: String| Error::InvalidTunable {
-            name: name.to_string(),
-            value: value.to_string(),
-            allowed,
-        };
-        let uint = || -> Result<u32, Error> {
-            parse_uint(value).ok_or_else(|| bad("an unsigned 32-bit integer".into()))
-        };
-        let boolean = || -> Result<bool, Error> {
-            match value.trim() {
-                "1" | "on" | "true" => Ok(true),
-                "0" | "off" | "false" => Ok(false),
-                _ => Err(bad("0 or 1 (also on/off, true/false)".into())),
-            }
-        };
-        match name {
-            "mb_stream_req" => self.mb_stream_req = uint()?,
-            "mb_group_prealloc" => {
-                let v = uint()?;
-                if v > geo.blocks_per_group() {
-                    return Err(bad(format!(
-                        "0 ..= {} (clusters per group)",
-                        geo.blocks_per_group()
-                    )));
-                }
-                self.mb_group_prealloc = v;
-            }
-            "mb_order2_req" => self.mb_order2_req = uint()?,
-            "mb_max_to_scan" => self.mb_max_to_scan = uint()?,
-            "mb_min_to_scan" => self.mb_min_to_scan = uint()?,
-            "mb_max_linear_groups" => self.mb_max_linear_groups = uint()?,
-            "mb_best_avail_max_trim_order" => {
-                let v = uint()?;
-                if v > 64 {
-                    return Err(bad("0 ..= 64".into()));
-                }
-                self.mb_best_avail_max_trim_order = v;
-            }
-            "mb_prefetch" => self.mb_prefetch = uint()?,
-            "mb_prefetch_limit" => self.mb_prefetch_limit = uint()?,
-            "mb_optimize_scan" => self.mb_optimize_scan = boolean()?,
-            "stripe" => self.stripe = uint()?,
-            "mb_stats" => self.mb_stats = boolean()?,
-            "flavor" => {
-                self.flavor = match value.trim() {
-                    "6.18" | "v6.18" => KernelFlavor::V6_18,
-                    "6.18.y" | "stable" => KernelFlavor::V6_18Stable,
-                    _ => return Err(bad("6.18 or 6.18.y".into())),
-                }
-            }
-            "nr_global_goals" => {
-                let v = uint()?;
-                let max = max_global_goals(geo);
-                if v == 0 || v > max {
-                    return Err(bad(format!(
-                        "1 ..= {max} (the group count, at most {MAX_GLOBAL_GOALS})"
-                    )));
-                }
-                self.nr_global_goals = v;
-            }
-            "try_lock_groups" => self.try_lock_groups = boolean()?,
-            "prefetch_test_before_set" => self.prefetch_test_before_set = boolean()?,
-            "mb_max_prealloc_kb" => {
-                // The seed's mb_max_prealloc_kb_store: at least 8192, rounded up to a power of 2.
-                let v = uint()?.max(8192);
-                self.mb_max_prealloc_kb = v.checked_next_power_of_two().ok_or_else(|| {
-                    bad("8192 ..= 2^31 KiB (rounded up to a power of two)".into())
-                })?;
-            }
-            "size_classes" => self.size_classes = boolean()?,
-            "size_class_per_cpu" => self.size_class_per_cpu = boolean()?,
-            "size_class_strict_goal" => self.size_class_strict_goal = boolean()?,
-            "size_class_stream_groups" => self.size_class_stream_groups = boolean()?,
-            "size_class_largest_first" => self.size_class_largest_first = boolean()?,
-            "size_class_inherit" => self.size_class_inherit = boolean()?,
-            _ => {
-                return Err(Error::UnknownTunable {
-                    name: name.to_string(),
-                    valid: Self::NAMES.join(", "),
-                })
-            }
-        }
-        Ok(())
-    }
-
-    /// The current value of a tunable, as text (the sysfs read side).
-    pub fn get(&self, name: &str) -> Option<String> {
-        let b = |v: bool| u32::from(v).to_string();
-        Some(match name {
-            "mb_stream_req" => self.mb_stream_req.to_string(),
-            "mb_group_prealloc" => self.mb_group_prealloc.to_string(),
-            "mb_order2_req" => self.mb_order2_req.to_string(),
-            "mb_max_to_scan" => self.mb_max_to_scan.to_string(),
-            "mb_min_to_scan" => self.mb_min_to_scan.to_string(),
-            "mb_max_linear_groups" => self.mb_max_linear_groups.to_string(),
-            "mb_best_avail_max_trim_order" => self.mb_best_avail_max_trim_order.to_string(),
-            "mb_prefetch" => self.mb_prefetch.to_string(),
-            "mb_prefetch_limit" => self.mb_prefetch_limit.to_string(),
-            "mb_optimize_scan" => b(self.mb_optimize_scan),
-            "stripe" => self.stripe.to_string(),
-            "mb_stats" => b(self.mb_stats),
-            "flavor" => match self.flavor {
-                KernelFlavor::V6_18 => "6.18".into(),
-                KernelFlavor::V6_18Stable => "6.18.y".into(),
-            },
-            "nr_global_goals" => self.nr_global_goals.to_string(),
-            "try_lock_groups" => b(self.try_lock_groups),
-            "prefetch_test_before_set" => b(self.prefetch_test_before_set),
-            "mb_max_prealloc_kb" => self.mb_max_prealloc_kb.to_string(),
-            "size_classes" => b(self.size_classes),
-            "size_class_per_cpu" => b(self.size_class_per_cpu),
-            "size_class_strict_goal" => b(self.size_class_strict_goal),
-            "size_class_stream_groups" => b(self.size_class_stream_groups),
-            "size_class_largest_first" => b(self.size_class_largest_first),
-            "size_class_inherit" => b(self.size_class_inherit),
-            _ => return None,
+        Tunables::from_defaults(&Defaults {
+            geo,
+            cpus,
+            groups,
+            prefetch,
         })
     }
 }

@@ -8,10 +8,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use mballoc::store::harness::{
-    open_image, replay_base, replay_log, replay_seed, trim_zeros, Outcome,
-};
 use mballoc::store::{Extent, FileStore, FileStoreOptions, MemDevice};
+use mballoc::testing::{open_image, replay_base, replay_log, replay_seed, trim_zeros, Outcome};
 use mballoc::Geometry;
 
 fn corpus(target: &str) -> PathBuf {
@@ -23,7 +21,7 @@ fn corpus(target: &str) -> PathBuf {
 /// Runs `check` over every file of `target`'s corpus; returns (files, opened).
 fn run_corpus(
     target: &str,
-    check: fn(&[u8]) -> Result<Outcome, mballoc::store::harness::Violation>,
+    check: fn(&[u8]) -> Result<Outcome, mballoc::testing::Violation>,
 ) -> (usize, usize) {
     let dir = corpus(target);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -1,6 +1,7 @@
 //! Every allocation path against a reference model: a plain per-block state array that knows
 //! what is allocated, what waits for a commit and what is free. Random operation sequences
-//! (proptest) under every policy; plus many threads at once.
+//! (proptest) under every policy, with and without a journal (without one a freed block is
+//! free at once), with 4, 16 and 64 KiB pages; plus many threads at once.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -182,7 +183,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(policy: &str, journal: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let geo = Geometry::new(4096, 32768, 8 * 32768 - 1000, 0, 16).unwrap();
     let used = [(0u64, 300u64), (32768, 129), (5 * 32768 + 77, 4000)];
     // The presets as users get them, plus the optimised scan on this small geometry (8 groups
@@ -198,6 +199,7 @@ fn run(policy: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
         .tunables(t)
         .cpus(2)
         .lazy(name == "proposed")
+        .journal(journal)
         .build()
         .unwrap();
     check(&a, Model::new(&geo, &used), ops)
@@ -271,8 +273,10 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                 }
                 a.free(as_owner.unwrap_or(owner), e)
                     .map_err(|err| TestCaseError::fail(err.to_string()))?;
+                // Without a journal nothing waits for a commit (`ext4_mb_clear_bb`).
+                let now = if a.journal() { B::Pending } else { B::Free };
                 for b in e.start..e.end() {
-                    m.blocks[b as usize] = B::Pending;
+                    m.blocks[b as usize] = now;
                 }
             }
             Op::Commit => {
@@ -347,9 +351,21 @@ fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
         })
 }
 
+/// How the small filesystem is mounted: with a journal or not, the page size (how many
+/// groups one buddy-cache page holds: up to 32 with 1 KiB blocks in 64 KiB pages), and
+/// whether groups load lazily (only then do page-mates matter).
+fn mount() -> impl Strategy<Value = (bool, u32, bool)> {
+    (
+        any::<bool>(),
+        prop::sample::select(&[4096u32, 16384, 65536][..]),
+        any::<bool>(),
+    )
+}
+
 fn run_small(
     policy: Policy,
     (geo, used): (Geometry, Vec<(u64, u64)>),
+    (journal, page_size, lazy): (bool, u32, bool),
     ops: Vec<Op>,
 ) -> Result<(), TestCaseError> {
     let mut t = policy.tunables(&geo, 2);
@@ -358,6 +374,10 @@ fn run_small(
         .used(&used)
         .tunables(t)
         .cpus(2)
+        .journal(journal)
+        .page_size(page_size)
+        .lazy(lazy)
+        .prefetch_threads(0)
         .build()
         .unwrap();
     // The model counts blocks from 0; blocks below first_data_block do not exist.
@@ -371,29 +391,29 @@ fn run_small(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     #[test]
-    fn small_geometries_linux_6_18(g in small_geometry(), ops in proptest::collection::vec(op(), 1..80)) {
-        run_small(Policy::Linux618, g, ops)?;
+    fn small_geometries_linux_6_18(g in small_geometry(), m in mount(), ops in proptest::collection::vec(op(), 1..80)) {
+        run_small(Policy::Linux618, g, m, ops)?;
     }
     #[test]
-    fn small_geometries_proposed(g in small_geometry(), ops in proptest::collection::vec(op(), 1..80)) {
-        run_small(Policy::Proposed, g, ops)?;
+    fn small_geometries_proposed(g in small_geometry(), m in mount(), ops in proptest::collection::vec(op(), 1..80)) {
+        run_small(Policy::Proposed, g, m, ops)?;
     }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
-    fn linux_6_16(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.16", ops)?; }
+    fn linux_6_16(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("linux-6.16", journal, ops)?; }
     #[test]
-    fn linux_6_16_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.16+optimize", ops)?; }
+    fn linux_6_16_optimize(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("linux-6.16+optimize", journal, ops)?; }
     #[test]
-    fn linux_6_18(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.18", ops)?; }
+    fn linux_6_18(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("linux-6.18", journal, ops)?; }
     #[test]
-    fn linux_6_18_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("linux-6.18+optimize", ops)?; }
+    fn linux_6_18_optimize(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("linux-6.18+optimize", journal, ops)?; }
     #[test]
-    fn proposed(ops in proptest::collection::vec(op(), 1..120)) { run("proposed", ops)?; }
+    fn proposed(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("proposed", journal, ops)?; }
     #[test]
-    fn proposed_optimize(ops in proptest::collection::vec(op(), 1..120)) { run("proposed+optimize", ops)?; }
+    fn proposed_optimize(ops in proptest::collection::vec(op(), 1..120), journal in any::<bool>()) { run("proposed+optimize", journal, ops)?; }
 }
 
 /// Fill the filesystem to the last block: partial allocations near ENOSPC, PAs discarded on
@@ -593,11 +613,27 @@ fn no_reuse_before_commit() {
     assert!(a.allocate(&Request::new(2, 0, 1)).is_ok());
 }
 
+/// Without a journal a free is reusable at once (`ext4_mb_clear_bb` without a handle), and a
+/// commit has nothing to release.
+#[test]
+fn reuse_at_once_without_a_journal() {
+    let geo = Geometry::new(4096, 32768, 32768, 0, 16).unwrap();
+    let a = Allocator::builder(geo).journal(false).build().unwrap();
+    let req = Request::new(1, 0, 32768).with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC);
+    let all = a.allocate(&req).unwrap().extent;
+    a.free(1, all).unwrap();
+    assert_eq!(a.pending_blocks(), 0);
+    let again = a.allocate(&req).unwrap().extent;
+    assert_eq!(again, all);
+    a.commit().unwrap();
+    a.check_consistency().unwrap();
+}
+
 /// Many threads at once: no block is ever handed out twice, counters stay exact.
 #[test]
 fn threads_never_share_a_block() {
     for p in Policy::ALL {
-        threads_under(p, false, None);
+        threads_under(p, false, None, WITH_JOURNAL);
     }
 }
 
@@ -606,7 +642,7 @@ fn threads_never_share_a_block() {
 #[test]
 fn threads_with_tunables_changing_under_them() {
     for p in Policy::ALL {
-        threads_under(p, true, None);
+        threads_under(p, true, None, WITH_JOURNAL);
     }
 }
 
@@ -618,17 +654,35 @@ fn threads_with_tunables_changing_under_them() {
 #[test]
 fn threads_on_lazy_groups_with_a_small_cache() {
     for p in Policy::ALL {
-        let (a, owners) = threads_under(p, false, Some(3));
+        let (a, owners) = threads_under(p, false, Some(3), WITH_JOURNAL);
         assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
-        for g in 0..a.geometry().group_count() {
-            let bits = a.disk_bitmap(g).unwrap();
-            for i in 0..a.geometry().group_len(g) {
-                let b = a.geometry().block_of(g, i) as usize;
-                if owners[b].load(Ordering::Relaxed) != 0 {
-                    assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
-                }
+        held_blocks_are_used(&a, &owners, p);
+    }
+}
+
+/// Every block a thread holds (`owners`) is in use in its group's bitmap.
+fn held_blocks_are_used(a: &Allocator, owners: &[AtomicU8], p: Policy) {
+    let geo = a.geometry();
+    for g in 0..geo.group_count() {
+        let bits = a.disk_bitmap(g).unwrap();
+        for i in 0..geo.group_len(g) {
+            let b = geo.block_of(g, i) as usize;
+            if owners[b].load(Ordering::Relaxed) != 0 {
+                assert!(bits.get(i), "{p:?}: block {b}, held, free on disk");
             }
         }
+    }
+}
+
+/// The same without a journal (frees reusable at once, commits release nothing) on 64 KiB
+/// pages: every group load also builds the seven other groups of its buddy-cache page, with a
+/// cache of three, so building a page evicts groups another thread may be using.
+#[test]
+fn threads_without_a_journal_on_64k_pages() {
+    for p in Policy::ALL {
+        let (a, owners) = threads_under(p, false, Some(3), (false, 65536));
+        assert_eq!(a.pending_blocks(), 0);
+        held_blocks_are_used(&a, &owners, p);
     }
 }
 
@@ -645,13 +699,23 @@ fn threads_on_a_full_filesystem() {
     for _ in 0..8 {
         for p in Policy::ALL {
             for optimize in [false, true] {
-                full_filesystem_under(p, optimize);
+                full_filesystem_under(p, optimize, true);
             }
         }
     }
 }
 
-fn full_filesystem_under(policy: Policy, optimize: bool) {
+/// The same without a journal: refused threads free and retry with nothing pending.
+#[test]
+fn threads_on_a_full_filesystem_without_a_journal() {
+    for _ in 0..2 {
+        for p in Policy::ALL {
+            full_filesystem_under(p, true, false);
+        }
+    }
+}
+
+fn full_filesystem_under(policy: Policy, optimize: bool, journal: bool) {
     let geo = Geometry::new(4096, 4096, 8 * 4096, 0, 4).unwrap();
     let used = [(0u64, 300u64)];
     let mut t = policy.tunables(&geo, 4);
@@ -661,6 +725,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool) {
             .used(&used)
             .tunables(t)
             .cpus(4)
+            .journal(journal)
             .build()
             .unwrap(),
     );
@@ -771,13 +836,18 @@ fn release(owners: &[AtomicU8], e: Extent) {
     }
 }
 
+/// A journal, 4 KiB pages: ext4's defaults on x86.
+const WITH_JOURNAL: (bool, u32) = (true, 4096);
+
 /// Four threads allocating and freeing against an ownership array (a fifth writing tunables
-/// when `tune`), on groups loaded lazily into a cache of `cache` when given. Returns the
-/// allocator and who holds each block at the end.
+/// when `tune`), on groups loaded lazily into a cache of `cache` when given; `(journal,
+/// page_size)` as [`mballoc::Builder`] takes them. Returns the allocator and who holds each
+/// block at the end.
 fn threads_under(
     policy: Policy,
     tune: bool,
     cache: Option<u32>,
+    (journal, page_size): (bool, u32),
 ) -> (Arc<Allocator>, Arc<Vec<AtomicU8>>) {
     // 8 groups; 32 when the cache bounds them, so that goals keep landing on unloaded ones.
     let size = if cache.is_some() { 4 << 30 } else { 1 << 30 };
@@ -787,7 +857,9 @@ fn threads_under(
     let mut b = Allocator::builder(geo)
         .used(&[(0, 5000)])
         .tunables(t)
-        .cpus(4);
+        .cpus(4)
+        .journal(journal)
+        .page_size(page_size);
     if let Some(n) = cache {
         // A read takes a while, so that requests meet prefetch reads still in flight.
         let read = std::time::Duration::from_micros(20);

@@ -5,7 +5,7 @@
 //! ```
 //!
 //! Under `--cfg shuttle` every mutex of the library is shuttle's, and so are the atomics of
-//! the allocator's shared state (`src/sync.rs`: each group's lock-free counts and class, the
+//! the allocator's shared state (`src/sync/mod.rs`: each group's lock-free counts and class, the
 //! `bb_state` bits and read marks, the stream goals, the commit ids, the count of groups still
 //! to load, …). These tests run the real `Allocator` (not a model of it) while shuttle picks,
 //! at every lock, try-lock, unlock and atomic load, store or read-modify-write, which thread
@@ -24,9 +24,9 @@
 //!   `check_consistency` agree and every free block can be allocated again.
 //!
 //! What shuttle does not see: weak memory orderings (it runs every atomic as if `SeqCst`;
-//! the `loom` models in `src/index.rs`, `src/percpu.rs` and `src/class_index.rs` check the
-//! orderings of the lock-free index and counters), and the per-thread statistics and counter
-//! shards, which stay std's (see `sync::atomic`).
+//! the `loom` models in `src/group/index.rs`, `src/sync/percpu.rs` and
+//! `src/group/class_index.rs` check the orderings of the lock-free index and counters), and
+//! the per-thread statistics and counter shards, which stay std's (see `sync::atomic`).
 //!
 //! Mutations these tests catch (each tried by hand; the tests passed without it):
 //! * the ENOSPC discard taking other owners' locks with a blocking lock instead of a try-lock:
@@ -52,8 +52,8 @@
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use mballoc::bitmap::Bitmap;
 use mballoc::store::{CommitId, Store};
+use mballoc::Bitmap;
 use mballoc::{Allocator, Error, Extent, Geometry, Policy, Request};
 use shuttle::scheduler::{PctScheduler, RandomScheduler};
 use shuttle::{thread, Config, Runner};
@@ -88,25 +88,43 @@ fn explore<F: Fn() + Send + Sync + 'static>(f: F) {
 /// `lazy_cache`: groups load lazily into a cache of that many; `readers`: prefetch reads run
 /// on that many background threads (scheduled by shuttle like the rest).
 fn fs(policy: Policy, optimize: bool, lazy_cache: Option<u32>, readers: usize) -> Arc<Allocator> {
-    fs_of(4096, policy, optimize, lazy_cache, readers)
+    fs_of(X86, policy, optimize, lazy_cache, readers)
 }
 
-/// [`fs`] with blocks of `block_size` bytes: with 1 KiB blocks two groups share a buddy-cache
-/// page, and building one group builds its page-mate too.
-fn fs_of(
+/// Block size, page size and journal of a test filesystem.
+#[derive(Clone, Copy)]
+struct Mount {
     block_size: u32,
+    page_size: u32,
+    journal: bool,
+}
+
+/// 4 KiB blocks in 4 KiB pages, with a journal.
+const X86: Mount = Mount {
+    block_size: 4096,
+    page_size: 4096,
+    journal: true,
+};
+
+/// [`fs`] mounted as `m`: with 1 KiB blocks in 4 KiB pages, or 4 KiB blocks in 16 KiB pages,
+/// two groups share a buddy-cache page, and building one group builds its page-mate too;
+/// without a journal frees are reusable at once.
+fn fs_of(
+    m: Mount,
     policy: Policy,
     optimize: bool,
     lazy_cache: Option<u32>,
     readers: usize,
 ) -> Arc<Allocator> {
-    let geo = Geometry::new(block_size, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    let geo = Geometry::new(m.block_size, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
     let mut t = policy.tunables(&geo, 2);
     t.mb_optimize_scan = optimize;
     let mut b = Allocator::builder(geo)
         .used(&[(0, RESERVED)])
         .tunables(t)
-        .cpus(2);
+        .cpus(2)
+        .page_size(m.page_size)
+        .journal(m.journal);
     if let Some(n) = lazy_cache {
         b = b.lazy(true).cache_groups(n).prefetch_threads(readers);
     }
@@ -430,8 +448,8 @@ fn tunables_under_load_proposed() {
 /// race. Every block a thread holds must be in use in its group's bitmap at the end, evicted
 /// groups reloaded included. Returns whether a group was evicted and a prefetched bitmap was
 /// loaded.
-fn lazy_small_cache(policy: Policy, block_size: u32) -> bool {
-    let a = fs_of(block_size, policy, true, Some(2), 1);
+fn lazy_small_cache(policy: Policy, m: Mount) -> bool {
+    let a = fs_of(m, policy, true, Some(2), 1);
     let held = Holders::new();
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
@@ -464,14 +482,14 @@ fn lazy_small_cache(policy: Policy, block_size: u32) -> bool {
 #[test]
 fn lazy_small_cache_linux_6_18() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
-        lazy_small_cache(Policy::Linux618, 4096)
+        lazy_small_cache(Policy::Linux618, X86)
     });
 }
 
 #[test]
 fn lazy_small_cache_proposed() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
-        lazy_small_cache(Policy::Proposed, 4096)
+        lazy_small_cache(Policy::Proposed, X86)
     });
 }
 
@@ -480,17 +498,39 @@ fn lazy_small_cache_proposed() {
 #[test]
 fn lazy_small_cache_page_mates() {
     explore_reaching("evicted a group and loaded a prefetched one", || {
-        lazy_small_cache(Policy::Linux618, 1024)
+        lazy_small_cache(
+            Policy::Linux618,
+            Mount {
+                block_size: 1024,
+                ..X86
+            },
+        )
+    });
+}
+
+/// The same without a journal on 16 KiB pages (two 4 KiB-block groups a page): frees go
+/// back to the buddy at once, under the group lock, while page builds and evictions race.
+#[test]
+fn lazy_small_cache_no_journal_16k_pages() {
+    explore_reaching("evicted a group and loaded a prefetched one", || {
+        lazy_small_cache(
+            Policy::Linux618,
+            Mount {
+                page_size: 16384,
+                journal: false,
+                ..X86
+            },
+        )
     });
 }
 
 /// The allocator on an in-memory durable store: two threads allocate, free and commit while
 /// a third commits (the journal lock and the commit lock, frees released only after their
-/// batch is durable). After a final commit an allocator opened on the store sees exactly the
+/// batch is durable, or at once without a journal). After a final commit an allocator opened on the store sees exactly the
 /// live one's disk bitmaps and free count, every held block used. (A second allocator opened
 /// on the store while the first still commits is not a supported use: it reads descriptors
 /// at open and bitmaps later, so a commit between the two makes them disagree.)
-fn durable_commits(policy: Policy) {
+fn durable_commits(policy: Policy, journal: bool) {
     use mballoc::store::{Extent as StoreExtent, MemStore};
     let geo = Geometry::new(4096, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
     let store = Arc::new(MemStore::new(geo, &[StoreExtent::new(0, RESERVED)]).unwrap());
@@ -499,6 +539,7 @@ fn durable_commits(policy: Policy) {
             .tunables(policy.tunables(&geo, 2))
             .cpus(2)
             .store(store.clone())
+            .journal(journal)
             .build()
             .unwrap(),
     );
@@ -516,7 +557,9 @@ fn durable_commits(policy: Policy) {
                     if let Ok(x) = a.allocate(&req) {
                         held.claim(x.extent, th as u8);
                         live.push((owner, x.extent));
-                        reused_only_when_durable(&*store, before, x.extent);
+                        if journal {
+                            reused_only_when_durable(&*store, before, x.extent);
+                        }
                     }
                     if i % 2 == 1 {
                         let (o, e) = live.swap_remove(0);
@@ -591,10 +634,18 @@ fn reused_only_when_durable(store: &dyn Store, before: CommitId, e: Extent) {
 
 #[test]
 fn durable_commits_linux_6_18() {
-    explore(|| durable_commits(Policy::Linux618));
+    explore(|| durable_commits(Policy::Linux618, true));
 }
 
 #[test]
 fn durable_commits_proposed() {
-    explore(|| durable_commits(Policy::Proposed));
+    explore(|| durable_commits(Policy::Proposed, true));
+}
+
+/// Without a journal a freed block can be handed out again before the commit, even while
+/// another thread's commit takes the batch: the store must still end with exactly the
+/// allocator's bitmaps (a block freed and reallocated before a commit stays in use).
+#[test]
+fn durable_commits_no_journal() {
+    explore(|| durable_commits(Policy::Linux618, false));
 }

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use mballoc::bitmap::Bitmap;
+use mballoc::Bitmap;
 use mballoc::{BitmapSource, Error, Geometry};
 use parking_lot::RwLock;
 

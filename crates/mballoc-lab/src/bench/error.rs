@@ -46,3 +46,9 @@ pub enum BenchError {
         why: &'static str,
     },
 }
+
+impl From<mballoc::GeometryError> for BenchError {
+    fn from(e: mballoc::GeometryError) -> Self {
+        BenchError::Alloc(e.into())
+    }
+}

@@ -152,6 +152,12 @@ impl InitialState {
             .collect()
     }
 
+    /// Whether the filesystem has a journal (`has_journal`); without one a free is reusable
+    /// at once.
+    pub fn has_journal(&self) -> bool {
+        self.features.iter().any(|f| f == "has_journal")
+    }
+
     /// Total in-use blocks.
     pub fn used_blocks(&self) -> u64 {
         self.used_ranges().iter().map(|&(_, len)| len).sum()

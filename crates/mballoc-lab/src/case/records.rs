@@ -232,8 +232,10 @@ pub struct FreeRecord {
     pub count: u64,
     /// EXT4_FREE_BLOCKS_* bits.
     pub flags: u32,
-    /// Transaction the free belongs to: the blocks become free at its `end_commit`.
-    pub tid: u64,
+    /// Transaction the free belongs to: the blocks become free at its `end_commit`. `None`
+    /// (`null`) on a filesystem without a journal: the free had no journal handle, and
+    /// `ext4_mb_clear_bb` gave the blocks back to the buddy at once.
+    pub tid: Option<u64>,
     pub last_locked_tid: Option<u64>,
     /// Inode mode, octal string.
     pub mode: Option<String>,

@@ -2,7 +2,7 @@
 //! reason the user controls (filesystem size, tunable names and values) is checked here, before
 //! the first run starts, so a typo in the last `--set` does not cost a long sweep.
 
-use mballoc::tunables::possible_cpus;
+use mballoc::possible_cpus;
 use mballoc::{apply_settings, Geometry, Policy, Tunables};
 use mballoc_lab::mkfs::{MAX_BYTES, MIN_BYTES};
 use mballoc_lab::workload::{RunConfig, LAB_SETTINGS};
@@ -22,7 +22,10 @@ pub fn geometry(bytes: u64) -> Result<Geometry, CliError> {
             fmt_size(MAX_BYTES)
         )));
     }
-    Geometry::ext4_default(bytes).map_err(|source| CliError::FsSize { bytes, source })
+    Geometry::ext4_default(bytes).map_err(|e| CliError::FsSize {
+        bytes,
+        source: e.into(),
+    })
 }
 
 /// Checks `settings` on top of `policy` for a filesystem of `bytes` (`None`: the workload picks

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use mballoc::tunables::possible_cpus;
+use mballoc::possible_cpus;
 use mballoc::{Geometry, Policy, Tunables};
 use mballoc_lab::workload;
 
@@ -23,54 +23,9 @@ pub const METRICS: [(&str, &str); 12] = [
     ("M12", "size-class diagnostics: group classes, allocations per stage, forced wrong-class"),
 ];
 
-/// One line per tunable of [`Tunables::NAMES`] (sysfs names; the last five are the seeds').
+/// One line per tunable of [`Tunables::NAMES`], from the library's table of tunables.
 pub fn tunable_doc(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "mb_stream_req" => {
-            "files of at most this many blocks share per-CPU locality-group preallocations"
-        }
-        "mb_group_prealloc" => "size of a locality-group preallocation in clusters (0 disables)",
-        "mb_order2_req" => {
-            "power-of-two requests of at least 2^this blocks start at CR_POWER2_ALIGNED"
-        }
-        "mb_max_to_scan" => "stop searching after measuring this many free extents",
-        "mb_min_to_scan" => "take a good-enough extent after measuring this many",
-        "mb_max_linear_groups" => "groups scanned linearly before the optimised indexes",
-        "mb_best_avail_max_trim_order" => "orders CR_BEST_AVAIL_LEN may trim the goal length by",
-        "mb_prefetch" => "block-bitmap prefetch window in groups",
-        "mb_prefetch_limit" => "prefetch I/O budget at the cheap criteria",
-        "mb_optimize_scan" => {
-            "use the largest-order and average-fragment group indexes (mount option)"
-        }
-        "stripe" => "RAID stripe in blocks (0 = none)",
-        "mb_stats" => "collect per-criterion statistics (as sysfs mb_stats)",
-        "flavor" => "6.18 (mainline) or 6.18.y (with the three stable backports)",
-        "nr_global_goals" => "seed 000: number of stream goals (1 = the pre-6.17 single goal)",
-        "try_lock_groups" => "seed 001: skip groups locked by another task below CR_ANY_FREE",
-        "prefetch_test_before_set" => {
-            "seed 003: test the bitmap-read flag before the atomic set in prefetch"
-        }
-        "mb_max_prealloc_kb" => {
-            "seed 004: largest stream preallocation window in KiB (>= 8192, power of 2)"
-        }
-        "size_classes" => "seed 002: btrfs-style small/medium/large size classes per group",
-        "size_class_per_cpu" => {
-            "with size classes: each CPU looks in its own groups of a class first (ours)"
-        }
-        "size_class_strict_goal" => {
-            "with size classes: a goal in another class's group is not tried (ours)"
-        }
-        "size_class_stream_groups" => {
-            "with size classes: a file's new run opens an empty group first (ours)"
-        }
-        "size_class_largest_first" => {
-            "with size classes: take the start of a group's largest free extent (btrfs)"
-        }
-        "size_class_inherit" => {
-            "with size classes: a file's next blocks take its group's class (ours)"
-        }
-        _ => return None,
-    })
+    Tunables::summary(name)
 }
 
 /// The whole listing as text.

@@ -22,8 +22,9 @@ const ENOSPC_RETRIES: u32 = 3;
 /// `ext4_should_retry_alloc`, from the counts the failed allocation reported: retry after a
 /// forced commit while frees wait for one; with none waiting, another task's commit may have
 /// released them after our search failed (read after it), so retry while any block is free.
-pub(crate) fn should_retry_alloc(free: u64, pending: u64, retries: u32) -> bool {
-    retries < ENOSPC_RETRIES && (pending > 0 || free > 0)
+/// Without a journal (`journal` false) never: there is no commit to wait for.
+pub(crate) fn should_retry_alloc(free: u64, pending: u64, retries: u32, journal: bool) -> bool {
+    journal && retries < ENOSPC_RETRIES && (pending > 0 || free > 0)
 }
 /// Longest direct-I/O request (`EXT_INIT_MAX_LEN`).
 const DIRECT_MAX_REQUEST: u32 = 32768;
@@ -372,7 +373,7 @@ impl Task<'_> {
                 Ok(Some(a))
             }
             Err(Error::NoSpace { free, pending, .. })
-                if should_retry_alloc(free, pending, *retries) =>
+                if should_retry_alloc(free, pending, *retries, self.fs.alloc.journal()) =>
             {
                 if pending > 0 {
                     self.rec.enospc_commits += 1;

@@ -52,6 +52,39 @@ fn fallocate2_steps_follow_the_kernel_capture() {
     assert_eq!((f.map.blocks(), f.size), (4, 16384));
 }
 
+/// nojournal-4g-fallocate2: without a journal the truncate's blocks are free at once, so the
+/// next cycle's first 8 KiB fallocate takes 33282 again (as the kernel did, record after
+/// record); with a journal and no commit between, it cannot.
+#[test]
+fn without_a_journal_a_truncated_file_refills_its_own_blocks() {
+    for journal in [false, true] {
+        let l = mkfs::layout_with(4 << 30, journal).unwrap();
+        let geo =
+            Geometry::new(4096, l.blocks_per_group, l.blocks_count, 0, l.flex_bg_size).unwrap();
+        let a = Allocator::builder(geo)
+            .used(&l.used)
+            .cpus(2)
+            .journal(journal)
+            .build()
+            .unwrap();
+        let fs = Fs::new(Arc::new(a), l.inodes_per_group, 1_000_000).unwrap();
+        let mut t = fs.task(0);
+        t.rec = Recorder::logging();
+        let mut f = fs.create();
+        for _ in 0..2 {
+            for off in (0..1 << 20).step_by(8192) {
+                t.fallocate(&mut f, off, 8192, false).unwrap();
+            }
+            t.truncate(&mut f, 0).unwrap();
+        }
+        let l = log(&t);
+        assert_eq!(l.len(), 256);
+        assert_eq!(l[0].1, Extent::new(33282, 2));
+        let second = l[128].1.start;
+        assert_eq!(second == 33282, !journal, "journal {journal}: {second}");
+    }
+}
+
 #[test]
 fn big_fallocate_is_split_at_32767_blocks_without_noprealloc() {
     // falloc-1g-mixed: a 257,299,373-byte fallocate (62,818 blocks) is asked 32767 blocks at a
@@ -199,14 +232,16 @@ fn enospc_commits_and_retries() {
 fn enospc_retry_follows_ext4_should_retry_alloc() {
     use super::ops::should_retry_alloc;
     // Frees waiting: commit and retry, three times at most.
-    assert!(should_retry_alloc(0, 10, 0));
-    assert!(should_retry_alloc(0, 10, 2));
-    assert!(!should_retry_alloc(0, 10, 3));
+    assert!(should_retry_alloc(0, 10, 0, true));
+    assert!(should_retry_alloc(0, 10, 2, true));
+    assert!(!should_retry_alloc(0, 10, 3, true));
     // None waiting but blocks free: a commit by another task released them after the search
     // failed (seed 001's fallocate3 at two tasks hit this: 991,265 free, 0 waiting).
-    assert!(should_retry_alloc(991_265, 0, 0));
+    assert!(should_retry_alloc(991_265, 0, 0, true));
     // Nothing free, nothing waiting: ENOSPC at once.
-    assert!(!should_retry_alloc(0, 0, 0));
+    assert!(!should_retry_alloc(0, 0, 0, true));
+    // No journal: no retry at all (`if (!sbi->s_journal) return 0`).
+    assert!(!should_retry_alloc(991_265, 0, 0, false));
 }
 
 #[test]

@@ -19,7 +19,7 @@ use crate::fs::clamp_goal;
 use crate::metrics::frag_pct::{fsperf_frag, FragPct};
 use crate::metrics::freefrag::FreeFrag;
 use crate::metrics::FreeSpace;
-use crate::replay::{capture_tunables, request, CAPTURE_CPUS};
+use crate::replay::{capture_tunables, free_as_captured, request, CAPTURE_CPUS};
 
 /// What the stream did on the image.
 #[derive(Debug, Serialize)]
@@ -120,6 +120,7 @@ pub fn replay_on_image(
         .cpus(CAPTURE_CPUS)
         .source(Box::new(start.source().map_err(alloc_err)?))
         .lazy(true)
+        .journal(img.superblock().has_journal())
         .prefetch_threads(0)
         .build()
         .map_err(alloc_err)?;
@@ -174,7 +175,7 @@ pub fn replay_on_image(
                     rep.frees_skipped += 1;
                 }
                 for (s, n) in pieces {
-                    match a.free_in_transaction(f.ino, Extent::new(s, n as u32), f.tid) {
+                    match free_as_captured(&a, f.ino, Extent::new(s, n as u32), f.tid) {
                         Ok(()) => rep.frees_applied += 1,
                         Err(_) => rep.free_errors += 1,
                     }

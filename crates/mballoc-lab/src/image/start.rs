@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use mballoc::bitmap::Bitmap;
+use mballoc::Bitmap;
 use mballoc::{BitmapSource, Geometry, MemSource};
 
 use super::bitmap::{itable_blocks, test_bit};

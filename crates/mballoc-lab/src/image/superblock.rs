@@ -12,6 +12,7 @@ pub const SUPERBLOCK_SIZE: usize = 1024;
 const MAGIC: u16 = 0xEF53;
 
 // Feature bits (`EXT4_FEATURE_*`).
+pub const COMPAT_HAS_JOURNAL: u32 = 0x0004;
 pub const COMPAT_SPARSE_SUPER2: u32 = 0x0200;
 pub const INCOMPAT_RECOVER: u32 = 0x0004;
 pub const INCOMPAT_JOURNAL_DEV: u32 = 0x0008;
@@ -206,6 +207,11 @@ impl Superblock {
     /// `ext4_has_group_desc_csum`: descriptors carry a checksum and the `*_UNINIT` flags count.
     pub fn has_group_desc_csum(&self) -> bool {
         self.has_metadata_csum() || self.feature_ro_compat & RO_COMPAT_GDT_CSUM != 0
+    }
+
+    /// `has_journal`: without it ext4 frees blocks at once, with no transaction to wait for.
+    pub fn has_journal(&self) -> bool {
+        self.feature_compat & COMPAT_HAS_JOURNAL != 0
     }
 
     pub fn has_flex_bg(&self) -> bool {

@@ -62,3 +62,9 @@ impl LabError {
         }
     }
 }
+
+impl From<mballoc::GeometryError> for LabError {
+    fn from(e: mballoc::GeometryError) -> Self {
+        LabError::Allocator(e.into())
+    }
+}

@@ -83,6 +83,14 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "extent_tree",
         "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
     ),
+    (
+        "journal",
+        "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
+    ),
+    (
+        "page_size",
+        "page size of the simulated machine in bytes (4096, 16384, 65536): groups sharing a buddy-cache page are built together (default 4096)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

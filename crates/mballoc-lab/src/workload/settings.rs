@@ -20,6 +20,12 @@ pub struct LabSettings {
     pub scale: Option<f64>,
     /// Whether files allocate extent-tree blocks (on unless `extent_tree=0`).
     pub extent_tree: bool,
+    /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
+    /// image's `has_journal`, or a journal.
+    pub journal: Option<bool>,
+    /// The simulated machine's page size in bytes (how many groups share a buddy-cache page);
+    /// default 4096.
+    pub page_size: Option<u32>,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -37,6 +43,8 @@ impl Default for LabSettings {
             lazy: None,
             scale: None,
             extent_tree: true,
+            journal: None,
+            page_size: None,
             tunables: Vec::new(),
         }
     }
@@ -111,6 +119,13 @@ impl LabSettings {
                 }
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
+                "journal" => s.journal = Some(switch(name, v)?),
+                "page_size" => {
+                    s.page_size = Some(
+                        u32::try_from(count(name, v)?)
+                            .map_err(|_| LabError::bad(name, v, "bytes: 4096, 16384 or 65536"))?,
+                    )
+                }
                 _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
                 _ => {
                     return Err(LabError::UnknownSetting {
@@ -173,5 +188,9 @@ mod tests {
         assert!(LabSettings::parse(&v(&["novalue"])).is_err());
         assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
         assert!(LabSettings::parse(&v(&["age=0.5", "prefill=0.5"])).is_err());
+        assert!(LabSettings::parse(&v(&["journal=maybe"])).is_err());
+        assert!(LabSettings::parse(&v(&["page_size=0"])).is_err());
+        let s = LabSettings::parse(&v(&["journal=0", "page_size=65536"])).unwrap();
+        assert_eq!((s.journal, s.page_size), (Some(false), Some(65536)));
     }
 }

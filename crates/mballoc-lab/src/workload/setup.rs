@@ -112,7 +112,8 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
         0 => spec.full_bytes,
         n => n,
     };
-    let layout = mkfs::layout(fs_size)?;
+    // `journal=0`: made without one (`mkfs.ext4 -O ^has_journal`), so no journal blocks either.
+    let layout = mkfs::layout_with(fs_size, lab.journal.unwrap_or(true))?;
     let geo = Geometry::new(
         4096,
         layout.blocks_per_group,
@@ -143,7 +144,7 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
             .collect()
     };
     let dev = device(&geo, &base_used, &block_uninit, cfg.load_cost_ns)?;
-    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(dev), lazy)?;
+    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(dev), lazy, true)?;
     let mut fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
     fs.set_extent_tree_blocks(lab.extent_tree);
     let mut env = Env {
@@ -169,7 +170,8 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
     Ok(env)
 }
 
-/// The allocator of a run: the policy's tunables with the settings on top, over `source`.
+/// The allocator of a run: the policy's tunables with the settings on top, over `source`;
+/// with a journal unless `journal=0` or (`journal`: the image's feature) the image has none.
 fn allocator(
     cfg: &RunConfig,
     lab: &LabSettings,
@@ -177,15 +179,20 @@ fn allocator(
     cpus: u32,
     source: Box<dyn mballoc::BitmapSource>,
     lazy: bool,
+    journal: bool,
 ) -> Result<Allocator, LabError> {
     let mut tun = cfg.policy.tunables(&geo, cpus);
     apply_settings(&mut tun, &lab.tunables, &geo)?;
-    Ok(Allocator::builder(geo)
+    let mut b = Allocator::builder(geo)
         .source(source)
         .tunables(tun)
         .cpus(cpus)
         .lazy(lazy)
-        .build()?)
+        .journal(lab.journal.unwrap_or(journal));
+    if let Some(p) = lab.page_size {
+        b = b.page_size(p);
+    }
+    Ok(b.build()?)
 }
 
 /// The environment of a run that starts from an ext4 image: as a fresh mount of it (bitmaps
@@ -214,7 +221,8 @@ fn from_image(cfg: &RunConfig, lab: LabSettings, run: &ImageRun) -> Result<Env, 
         .with_load_cost(Duration::from_nanos(cfg.load_cost_ns));
     // ext4 reads no bitmap at mount.
     let lazy = lab.lazy.unwrap_or(true);
-    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy)?;
+    let journal = img.superblock().has_journal();
+    let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy, journal)?;
     let mut fs = Fs::new(Arc::new(alloc), start.inodes_per_group, lab.commit_ops)?;
     fs.set_extent_tree_blocks(lab.extent_tree);
     let files = start
@@ -288,6 +296,8 @@ impl Env {
             .tunables(old.tunables())
             .cpus(self.cpus)
             .lazy(lazy)
+            .journal(old.journal())
+            .page_size(old.page_size())
             .build()?;
         debug_assert_eq!(
             alloc.free_blocks(),

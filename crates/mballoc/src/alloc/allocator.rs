@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::atomic::AtomicCell;
 
-use crate::alloc::prealloc::space::{LocalityGroup, OwnerTable};
+use crate::alloc::prealloc::space::{LocalityGroup, Preallocs};
 use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::bitmap::Bitmap;
@@ -15,6 +15,7 @@ use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
 use crate::group::size_class::SizeClass;
 use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
 use crate::load::cache::{GroupCache, EVICTED};
+use crate::load::page::{BuddyPages, DEFAULT_PAGE_SIZE};
 use crate::load::readahead::{ReadAhead, Taken};
 use crate::load::source::{BitmapSource, MemSource};
 use crate::stats::{mb_groups_text, GroupSnapshot, Stats, StatsSnapshot};
@@ -51,9 +52,8 @@ pub struct Allocator {
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
     /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
-    /// `s_locality_groups`, one per possible CPU.
-    pub(crate) lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
-    pub(crate) owners: OwnerTable,
+    /// Inode PAs by owner, locality-group PAs by CPU.
+    pub(crate) pa: Preallocs,
     /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
     pub(crate) pending_groups: Padded<Mutex<Vec<u32>>>,
     /// Held by a commit from closing its transaction until its frees are released.
@@ -86,6 +86,11 @@ pub struct Allocator {
     /// Bound on loaded groups (`Builder::cache_groups`).
     pub(crate) cache: GroupCache,
     pub(crate) cpus: u32,
+    /// Frees wait for a commit (`ext4_mb_free_metadata`); false: a filesystem without a
+    /// journal, where `ext4_mb_clear_bb` hands freed blocks back to the buddy at once.
+    pub(crate) journal: bool,
+    /// Which groups share a buddy-cache page (built together; [`Builder::page_size`]).
+    pub(crate) pages: BuddyPages,
     /// The durable store and the changes since the last commit (see `durable`).
     pub(crate) durable: Option<crate::load::durable::Durable>,
     pub(crate) corrupt: crate::load::corrupt::CorruptSet,
@@ -103,6 +108,7 @@ pub struct Allocator {
 }
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
+#[cfg(feature = "testing")]
 pub struct GroupLockHold<'a>(#[allow(dead_code)] crate::sync::MutexGuard<'a, GroupState>);
 
 /// Builds an [`Allocator`]: geometry first, then what is already in use.
@@ -117,6 +123,8 @@ pub struct Builder {
     load_cost: std::time::Duration,
     readers: Option<usize>,
     store: Option<Arc<dyn crate::store::Store>>,
+    journal: bool,
+    page_size: u32,
 }
 
 impl Builder {
@@ -147,7 +155,9 @@ impl Builder {
         self.lazy = lazy;
         self
     }
-    /// Charge this much busy time per bitmap read of the in-memory device.
+    /// Charge this much busy time per bitmap read of the in-memory device (tests of lazy
+    /// loading; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn load_cost(mut self, cost: std::time::Duration) -> Self {
         self.load_cost = cost;
         self
@@ -156,6 +166,24 @@ impl Builder {
     /// when lazy, 0 otherwise; 0 = prefetch reads run inline.
     pub fn prefetch_threads(mut self, n: usize) -> Self {
         self.readers = Some(n);
+        self
+    }
+    /// With a journal (the default), freed blocks become allocatable at the commit that
+    /// follows the free. `false` models a filesystem made without one (`mkfs.ext4 -O
+    /// ^has_journal`): a free hands its blocks back to the buddy at once
+    /// (`ext4_mb_clear_bb` without a journal handle skips `ext4_mb_free_metadata`), and a
+    /// commit releases nothing; with a store it still makes everything so far durable.
+    pub fn journal(mut self, on: bool) -> Self {
+        self.journal = on;
+        self
+    }
+    /// The page size, in bytes, of the machine modelled (default 4096): a page of ext4's
+    /// buddy cache holds `page_size / block_size / 2` groups (at least one), and building one
+    /// of them builds all (`ext4_mb_init_cache`). 16 KiB and 64 KiB are arm64's other page
+    /// sizes. Matters only when groups load lazily ([`Builder::lazy`]). A power of two from
+    /// 4096 to 65536, at least the block size; anything else fails `build`.
+    pub fn page_size(mut self, bytes: u32) -> Self {
+        self.page_size = bytes;
         self
     }
     /// Read bitmaps from this source instead of the in-memory device built from `used`.
@@ -175,8 +203,11 @@ impl Builder {
         self
     }
 
+    /// The allocator: groups from the source (or the store), every bitmap read now unless
+    /// lazy. Errors: a geometry or used ranges the source refuses, a store that does not fit.
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
+        let pages = BuddyPages::new(geo.block_size(), self.page_size)?;
         let durable = self
             .store
             .map(|s| crate::load::durable::Durable::attach(&geo, s, self.used.len()))
@@ -207,10 +238,7 @@ impl Builder {
             read_marks: ReadMarks::new(n),
             uninit: Padded(AtomicU32::new(n)),
             classless: Padded(AtomicU32::new(n)),
-            lgs: (0..self.cpus)
-                .map(|_| Padded(Mutex::new(LocalityGroup::default())))
-                .collect(),
-            owners: OwnerTable::new(),
+            pa: Preallocs::new(self.cpus),
             pending_groups: Padded(Mutex::new(Vec::new())),
             committing: Padded(Mutex::new(())),
             commit_done: Padded((Mutex::new(()), Condvar::default())),
@@ -226,6 +254,8 @@ impl Builder {
             cache: GroupCache::new(self.cache),
             source,
             cpus: self.cpus,
+            journal: self.journal,
+            pages,
             durable,
             corrupt: Default::default(),
             #[cfg(test)]
@@ -260,6 +290,8 @@ impl Allocator {
             load_cost: std::time::Duration::ZERO,
             readers: None,
             store: None,
+            journal: true,
+            page_size: DEFAULT_PAGE_SIZE,
         }
     }
 
@@ -268,8 +300,19 @@ impl Allocator {
         Self::builder(geo).used(used).build()
     }
 
+    /// The geometry the allocator was built for.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
+    }
+
+    /// Whether frees wait for a commit ([`Builder::journal`]).
+    pub fn journal(&self) -> bool {
+        self.journal
+    }
+
+    /// The page size modelled, in bytes ([`Builder::page_size`]).
+    pub fn page_size(&self) -> u32 {
+        self.pages.page_size()
     }
 
     /// A copy of the current tunables.
@@ -436,17 +479,15 @@ impl Allocator {
     }
 
     /// `ext4_mb_init_cache` builds every unbuilt group of the page it fills: with 1 KiB blocks
-    /// a group's page-mate is built with it ([`Geometry::groups_per_buddy_page`]). One lock at a
-    /// time (never the two groups' locks together). A mate whose bitmap fails to load stays
-    /// unbuilt; the request that needs it reports the error.
+    /// and 4 KiB pages a group's page-mate, with 64 KiB pages and 4 KiB blocks seven mates
+    /// ([`BuddyPages`]). One lock at a time (never two groups' locks together). A mate whose
+    /// bitmap fails to load stays unbuilt; the request that needs it reports the error.
     fn build_page_mates(&self, g: u32) {
-        let per_page = self.geo.groups_per_buddy_page();
-        if per_page <= 1 {
+        if self.pages.groups_per_page() <= 1 {
             return;
         }
-        let first = g - g % per_page;
-        let end = (first + per_page).min(self.geo.group_count());
-        for m in (first..end).filter(|&m| m != g && self.bits(m).need_init()) {
+        let page = self.pages.page_of(g, self.geo.group_count());
+        for m in page.filter(|&m| m != g && self.bits(m).need_init()) {
             let grp = &self.groups[m as usize];
             let mut st = grp.lock.lock();
             let _ = self.load_locked(grp, &mut st);
@@ -521,6 +562,22 @@ impl Allocator {
             self.set_class(grp, st, SizeClass::None, NO_HOME);
             crate::stats::bump(&self.stats.class_resets);
         }
+        self.check_group(grp, st);
+    }
+
+    /// With the `aggressive-check` feature: [`GroupState::check`] on a group that is not
+    /// corrupt (a corrupt group's views disagree by definition), panicking with what broke.
+    /// Without it, nothing.
+    #[inline(always)]
+    pub(crate) fn check_group(&self, grp: &Group, st: &GroupState) {
+        #[cfg(feature = "aggressive-check")]
+        if !self.bits(grp.no).is_corrupt() {
+            if let Err(e) = st.check(self.geo.group_len(grp.no), self.geo.bsbits()) {
+                panic!("group {}: {e}", grp.no);
+            }
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (grp, st);
     }
 
     /// Gives the group class `class`, claimed by CPU `home` (a reset: none and [`NO_HOME`]):
@@ -642,6 +699,7 @@ impl Allocator {
     /// trees: the same PAs, each once.
     fn check_registered(&self, mut registered: Vec<(u64, u32, u64, u32)>) -> Result<(), String> {
         let mut live: Vec<_> = self
+            .pa
             .owners
             .all()
             .into_iter()
@@ -716,7 +774,7 @@ impl Allocator {
     }
 
     pub(crate) fn lg(&self, cpu: u32) -> &Mutex<LocalityGroup> {
-        &self.lgs[self.lg_index(cpu)]
+        self.pa.lg(self.lg_index(cpu))
     }
 
     /// Which locality group CPU `cpu` uses (its index in `lgs`).
@@ -725,7 +783,8 @@ impl Allocator {
     }
 
     /// Holds group `g`'s lock until the returned guard drops, as another thread working in the
-    /// group would (for tests and the lab's contention experiments, seed 001).
+    /// group would (tests of the contention paths, seed 001; feature `testing`).
+    #[cfg(feature = "testing")]
     pub fn hold_group_lock(&self, g: u32) -> Result<GroupLockHold<'_>, Error> {
         let grp = self.groups.get(g as usize).ok_or(Error::NoSuchGroup {
             group: g,
@@ -736,7 +795,8 @@ impl Allocator {
 
     /// Owners that currently hold inode preallocations, with their count.
     pub fn preallocations(&self) -> Vec<(u64, usize)> {
-        self.owners
+        self.pa
+            .owners
             .all()
             .into_iter()
             .map(|(o, p)| (o, p.lock().pas.len()))
@@ -763,7 +823,7 @@ mod tests {
     /// (the goal try, so the placement is the same whatever the indexes).
     fn fill_with_optimize_toggled(toggle: bool) -> Allocator {
         let geo = Geometry::new(4096, 32768, 8 * 32768, 0, 16).unwrap();
-        let mut t = crate::Policy::Linux618.tunables(&geo, 2);
+        let mut t = crate::policy::Policy::Linux618.tunables(&geo, 2);
         t.mb_optimize_scan = true;
         let a = Allocator::builder(geo)
             .used(&[(0, 100)])
@@ -775,12 +835,12 @@ mod tests {
             a.set_tunable("mb_optimize_scan", "0").unwrap();
         }
         for g in 0..8u64 {
-            let req = crate::Request::new(5, 0, 30_000)
+            let req = crate::request::Request::new(5, 0, 30_000)
                 .with_goal(g * 32768 + 200)
                 .with_flags(
-                    crate::Flags::HINT_DATA
-                        | crate::Flags::HINT_NOPREALLOC
-                        | crate::Flags::HINT_TRY_GOAL,
+                    crate::request::Flags::HINT_DATA
+                        | crate::request::Flags::HINT_NOPREALLOC
+                        | crate::request::Flags::HINT_TRY_GOAL,
                 );
             assert_eq!(a.allocate(&req).unwrap().extent.start, g * 32768 + 200);
         }

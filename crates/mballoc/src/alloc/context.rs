@@ -62,7 +62,7 @@ pub struct Ctx<'a> {
     pub prefetch_grp: u32,
     pub prefetch_nr: u32,
     pub prefetch_ios: u32,
-    /// The prefetch steps can do nothing in this request ([`crate::Allocator`]'s
+    /// The prefetch steps can do nothing in this request ([`Allocator`](crate::alloc::allocator::Allocator)'s
     /// `prefetch_idle`): the walks skip them.
     pub prefetch_idle: bool,
     pub first_err: Option<Error>,

@@ -653,7 +653,12 @@ fn two_passes(start: u32, end: u32) -> impl Iterator<Item = (u32, u32)> {
 /// two allocators under the `proposed` tunables, one of each, must place every extent alike.
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::{Allocator, Error, Extent, Flags, Geometry, Policy, Request, StatsSnapshot};
+    use crate::alloc::allocator::Allocator;
+    use crate::error::Error;
+    use crate::geometry::Geometry;
+    use crate::policy::Policy;
+    use crate::request::{Extent, Flags, Request};
+    use crate::stats::StatsSnapshot;
     use proptest::prelude::*;
 
     #[derive(Debug, Clone)]
@@ -920,7 +925,11 @@ mod tests {
         }
         a.commit().unwrap();
         let got = a.allocate(&file(11)).unwrap();
-        assert_eq!(got.criterion, crate::Criterion::GoalLenSlow, "{got:?}");
+        assert_eq!(
+            got.criterion,
+            crate::request::Criterion::GoalLenSlow,
+            "{got:?}"
+        );
         assert_eq!(got.goal.len, 512, "the goal length is restored: {got:?}");
         assert_eq!(got.found.group, 13, "{got:?}");
     }

@@ -4,7 +4,9 @@
 //!
 //! A free clears the on-disk bitmap and raises the free count at once, but the blocks stay
 //! unavailable in-core until the transaction that freed them commits: a crash before the
-//! commit could roll the free back, so nobody may reuse them earlier.
+//! commit could roll the free back, so nobody may reuse them earlier. Without a journal
+//! (`Builder::journal(false)`) there is no transaction to wait for, and the blocks go back to
+//! the buddy at once, as ext4 does on a filesystem made without one.
 
 use std::sync::atomic::Ordering;
 
@@ -20,7 +22,8 @@ use crate::stats::bump;
 
 impl Allocator {
     /// Frees `extent` (blocks `owner` was given) in the running transaction. The blocks can
-    /// be allocated again after the next [`Allocator::commit`].
+    /// be allocated again after the next [`Allocator::commit`], or at once on an allocator
+    /// built without a journal ([`crate::Builder::journal`]).
     ///
     /// `owner` is the caller's record, not trusted: a live preallocation that handed out any
     /// of these blocks is found by its place in the group and retired (as a truncate does),
@@ -131,20 +134,29 @@ impl Allocator {
     }
 
     /// `ext4_mb_clear_bb` for the checked piece `c`: free on disk and in the free count at
-    /// once, in-core only after the commit (`ext4_mb_free_metadata`).
+    /// once, in-core only after the commit (`ext4_mb_free_metadata`); without a journal, in
+    /// core at once too (`mb_free_blocks`: no handle, nothing to wait for).
     fn clear_on_disk(&self, st: &mut GroupState, c: Ex, tid: u64) {
         let l = st.loaded.as_mut().expect("loaded by check_allocated");
+        // Freed blocks stay unavailable in-core until their transaction commits.
+        debug_assert!(l.buddy.all_used(c.start, c.start + c.len));
         l.disk.clear_range(c.start, c.start + c.len);
         st.desc_free += c.len;
         let tid = self.journal_free(c.group, c.start, c.len, tid);
+        self.free_blocks.add(i64::from(c.len));
+        if !self.journal {
+            l.buddy.free_blocks(c.start, c.len);
+            self.after_buddy_free(c.group, st);
+            return;
+        }
         st.pending.push(PendingFree {
             tid,
             start: c.start,
             len: c.len,
         });
-        self.free_blocks.add(i64::from(c.len));
         self.free_pending.add(i64::from(c.len));
         self.list_pending(c.group, st);
+        self.check_group(&self.groups[c.group as usize], st);
     }
 
     /// Puts a group with pending frees on the commit's list, once (under its group lock).
@@ -278,6 +290,9 @@ impl Allocator {
                 if p.tid > tid {
                     return true;
                 }
+                // Nothing can have taken a pending free's blocks on disk: they were unavailable
+                // in-core since the free.
+                debug_assert!(l.disk.all_clear(p.start, p.start + p.len), "{p:?}");
                 l.buddy.free_blocks(p.start, p.len);
                 released += p.len;
                 false
@@ -289,17 +304,24 @@ impl Allocator {
                 continue;
             }
             self.free_pending.add(-i64::from(released));
-            self.bits(g).clear(state::WAS_TRIMMED);
-            self.bump_discard_seq();
-            self.publish(grp, &mut st);
+            self.after_buddy_free(g, &mut st);
         }
+    }
+
+    /// After freed blocks went back to group `g`'s buddy (`ext4_free_data_in_buddy`, or
+    /// `ext4_mb_clear_bb` without a journal): the group needs trimming again, the blocks
+    /// count as entered (`discard_pa_seq`), and the group's summary moves. Under its lock.
+    fn after_buddy_free(&self, g: u32, st: &mut GroupState) {
+        self.bits(g).clear(state::WAS_TRIMMED);
+        self.bump_discard_seq();
+        self.publish(&self.groups[g as usize], st);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Geometry;
+    use crate::geometry::Geometry;
     use std::sync::mpsc;
     use std::time::Duration;
 

@@ -9,9 +9,13 @@ pub(crate) mod best_found;
 pub(crate) mod context;
 pub(crate) mod criteria;
 pub(crate) mod free;
+pub(crate) mod journal;
+pub(crate) mod loading;
 pub(crate) mod new_blocks;
 pub(crate) mod normalize;
 pub(crate) mod prealloc;
 pub(crate) mod scan;
 
+#[cfg(feature = "testing")]
+pub use allocator::GroupLockHold;
 pub use allocator::{Allocator, Builder, SharedAllocator};

@@ -56,9 +56,9 @@ impl Allocator {
         let owner_arc = if !ctx.flags.contains(Flags::HINT_DATA) {
             None
         } else if ctx.flags.contains(Flags::HINT_NOPREALLOC) {
-            self.owners.get(req.owner)
+            self.pa.owners.get(req.owner)
         } else {
-            Some(self.owners.get_or_create(req.owner))
+            Some(self.pa.owners.get_or_create(req.owner))
         };
         let mut owner = owner_arc.as_ref().map(|a| a.lock());
         let mut lg = group_alloc.then(|| self.lg(req.cpu).lock());
@@ -70,7 +70,7 @@ impl Allocator {
         drop(owner);
         drop(owner_arc);
         if now_empty {
-            self.owners.forget_if_empty(req.owner);
+            self.pa.owners.forget_if_empty(req.owner);
         }
         if let Ok(a) = &result {
             stats.bump(|c| &c.success);
@@ -286,8 +286,11 @@ impl Allocator {
             });
         }
         l.disk.set_range(ex.start, ex.start + ex.len);
+        // In-core free never exceeds on-disk free: every block free in-core is free on disk.
+        debug_assert!(l.buddy.free() <= st.desc_free - ex.len);
         self.journal_alloc(ex.group, ex.start, ex.len);
         st.desc_free -= ex.len;
+        self.check_group(grp, st);
         Ok(())
     }
 

@@ -477,7 +477,10 @@ pub(crate) fn fragments_fit(free: u32, frags: u32, len: u32) -> bool {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::{Allocator, Error, Extent, Flags, Geometry, Request};
+    use crate::alloc::allocator::Allocator;
+    use crate::error::Error;
+    use crate::geometry::Geometry;
+    use crate::request::{Extent, Flags, Request};
 
     const BPG: u64 = 8192;
 

@@ -76,9 +76,11 @@ impl Bitmap {
         }
     }
 
+    /// Bits.
     pub fn len(&self) -> u32 {
         self.len
     }
+    /// Whether it has no bits.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -90,15 +92,18 @@ impl Bitmap {
     }
 
     #[inline]
+    /// Whether `bit` is set.
     pub fn get(&self, bit: u32) -> bool {
         debug_assert!(bit < self.len);
         self.words[(bit / 64) as usize] >> (bit % 64) & 1 == 1
     }
     #[inline]
+    /// Sets `bit`.
     pub fn set(&mut self, bit: u32) {
         self.words[(bit / 64) as usize] |= 1 << (bit % 64);
     }
     #[inline]
+    /// Clears `bit`.
     pub fn clear(&mut self, bit: u32) {
         self.words[(bit / 64) as usize] &= !(1 << (bit % 64));
     }
@@ -122,9 +127,11 @@ impl Bitmap {
         }
     }
 
+    /// Sets the bits of `[start, end)`.
     pub fn set_range(&mut self, start: u32, end: u32) {
         self.for_range(start, end, |w, m| *w |= m);
     }
+    /// Clears the bits of `[start, end)`.
     pub fn clear_range(&mut self, start: u32, end: u32) {
         self.for_range(start, end, |w, m| *w &= !m);
     }
@@ -182,9 +189,11 @@ impl Bitmap {
         }
     }
 
+    /// The first clear bit of `[from, end)`.
     pub fn find_next_zero(&self, from: u32, end: u32) -> Option<u32> {
         self.find_next(from, end, false)
     }
+    /// The first set bit of `[from, end)`.
     pub fn find_next_set(&self, from: u32, end: u32) -> Option<u32> {
         self.find_next(from, end, true)
     }
@@ -215,9 +224,11 @@ impl Bitmap {
         }
     }
 
+    /// The last set bit below `before`.
     pub fn find_prev_set(&self, before: u32) -> Option<u32> {
         self.find_prev(before, true)
     }
+    /// The last clear bit below `before`.
     pub fn find_prev_zero(&self, before: u32) -> Option<u32> {
         self.find_prev(before, false)
     }

@@ -151,12 +151,6 @@ impl Buddy {
             .get(self.runs.run_from(start))
             .is_none_or(|r| r.start >= end)
     }
-    pub fn group_size(&self) -> u32 {
-        self.group_size
-    }
-    pub fn max_order(&self) -> u32 {
-        self.max_order
-    }
 
     /// Highest order with a free chunk, or −1 (`mb_set_largest_free_order`).
     pub fn largest_free_order(&self) -> i32 {
@@ -311,6 +305,7 @@ impl Buddy {
         if self.first_free == start {
             self.first_free += len;
         }
+        self.check_after("mark_used", start, len);
         ret
     }
 
@@ -380,6 +375,20 @@ impl Buddy {
         self.count(merged, true);
         self.free += count;
         self.first_free = self.first_free.min(first);
+        self.check_after("free_blocks", first, count);
+    }
+
+    /// With the `aggressive-check` feature (the kernel's `AGGRESSIVE_CHECK`, whose
+    /// `mb_check_buddy` runs after every `mb_mark_used` and `mb_free_blocks`): the whole buddy
+    /// against a regeneration from its runs after every change. Without it, nothing.
+    #[inline(always)]
+    fn check_after(&self, what: &str, start: u32, len: u32) {
+        #[cfg(feature = "aggressive-check")]
+        if let Err(e) = self.check(self.max_order - 1) {
+            panic!("buddy inconsistent after {what} of [{start}, +{len}): {e}");
+        }
+        #[cfg(not(feature = "aggressive-check"))]
+        let _ = (what, start, len);
     }
 
     /// Lowest-addressed free chunk of exactly `order` (the simple scan's pick).
@@ -399,13 +408,15 @@ impl Buddy {
         None
     }
 
-    /// First free cluster at or after `from`.
+    /// First free cluster at or after `from` (tests: the scans walk the runs).
+    #[cfg(test)]
     pub fn next_free(&self, from: u32) -> Option<u32> {
         self.runs
             .get(self.runs.run_from(from))
             .map(|r| r.start.max(from))
     }
     /// First used cluster at or after `from` (or the group size).
+    #[cfg(test)]
     pub fn next_used(&self, from: u32) -> u32 {
         match self.run_at(from) {
             Some((_, r)) => r.end,
@@ -417,6 +428,7 @@ impl Buddy {
     /// (with `skip_short`, only those with at least `needed` clusters from their start or
     /// `from`) cut into `mb_find_extent(needed)` pieces, as the kernel's walk that restarts
     /// at the end of each measured extent.
+    #[cfg(test)]
     pub fn scan_extents(&self, from: u32, needed: u32, skip_short: bool) -> ScanExtents<'_> {
         ScanExtents {
             buddy: self,
@@ -428,6 +440,7 @@ impl Buddy {
     }
 
     /// The first position `>= from` from which at least `len` clusters are free.
+    #[cfg(test)]
     pub fn next_fit(&self, from: u32, len: u32) -> Option<u32> {
         self.scan_extents(from, len, true).next().map(|(s, _)| s)
     }
@@ -473,6 +486,7 @@ impl Buddy {
 }
 
 /// Iterator of [`Buddy::scan_extents`]: `(start, len)` pairs.
+#[cfg(test)]
 pub struct ScanExtents<'a> {
     buddy: &'a Buddy,
     idx: usize,
@@ -481,6 +495,7 @@ pub struct ScanExtents<'a> {
     skip_short: bool,
 }
 
+#[cfg(test)]
 impl Iterator for ScanExtents<'_> {
     type Item = (u32, u32);
     #[inline]

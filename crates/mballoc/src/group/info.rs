@@ -163,6 +163,46 @@ impl GroupState {
             .collect()
     }
 
+    /// The invariants that keep a loaded group's views in step (whole-structure, so only the
+    /// `aggressive-check` feature runs it after every change; see `Allocator::check_group`):
+    /// the buddy matches a regeneration; the descriptor's free count is the on-disk bitmap's;
+    /// every cluster free in-core is free on disk; a pending free is free on disk and not yet
+    /// free in-core; a live inode preallocation is unavailable in-core (its unused part is
+    /// the owner's, its used part is on disk).
+    #[cfg_attr(not(any(test, feature = "aggressive-check")), allow(dead_code))]
+    pub fn check(&self, group_len: u32, bsbits: u32) -> Result<(), String> {
+        let Some(l) = &self.loaded else {
+            return Ok(());
+        };
+        l.buddy.check(bsbits)?;
+        let disk_free = group_len - l.disk.count_ones(0, group_len);
+        if disk_free != self.desc_free {
+            return Err(format!(
+                "descriptor free {} != on-disk bitmap free {disk_free}",
+                self.desc_free
+            ));
+        }
+        if let Some((s, n)) = l
+            .buddy
+            .free_runs()
+            .find(|&(s, n)| !l.disk.all_clear(s, s + n))
+        {
+            return Err(format!("[{s}, +{n}) free in-core but in use on disk"));
+        }
+        for p in &self.pending {
+            let end = p.start + p.len;
+            if !l.disk.all_clear(p.start, end) || !l.buddy.all_used(p.start, end) {
+                return Err(format!("pending free {p:?} in use on disk or free in-core"));
+            }
+        }
+        for pa in &self.inode_pas {
+            if !l.buddy.all_used(pa.start, pa.start + pa.len) {
+                return Err(format!("inode preallocation {pa:?} free in-core"));
+            }
+        }
+        Ok(())
+    }
+
     /// Publishes the buddy's summary to the lock-free fields and returns the index moves the
     /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
     pub fn publish(&mut self, g: &Group, optimize_scan: bool, num_orders: usize) -> IndexChange {
@@ -192,6 +232,57 @@ impl GroupState {
             new_avg: self.avg_order,
             free,
         }
+    }
+}
+
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+
+    /// A group of 64 clusters: 0..8 on disk, 8..16 pending, 16..24 an inode PA, rest free.
+    fn group() -> GroupState {
+        let mut disk = Bitmap::new(64);
+        disk.set_range(0, 8);
+        disk.set_range(16, 20);
+        let mut in_core = disk.clone();
+        in_core.set_range(8, 24);
+        GroupState {
+            loaded: Some(Box::new(Loaded {
+                disk,
+                buddy: Buddy::generate(&in_core, 64, 64, 3),
+            })),
+            pending: vec![PendingFree {
+                tid: 1,
+                start: 8,
+                len: 8,
+            }],
+            desc_free: 52,
+            inode_pas: vec![PaSpan {
+                start: 16,
+                len: 8,
+                owner: 7,
+                lstart: 0,
+            }],
+            ..GroupState::default()
+        }
+    }
+
+    #[test]
+    fn a_consistent_group_passes_and_each_broken_view_is_named() {
+        assert_eq!(group().check(64, 3), Ok(()));
+        let mut g = group();
+        g.desc_free += 1;
+        assert!(g.check(64, 3).unwrap_err().contains("descriptor free"));
+        let mut g = group();
+        g.loaded.as_mut().unwrap().disk.set(40);
+        g.desc_free -= 1;
+        assert!(g.check(64, 3).unwrap_err().contains("in use on disk"));
+        let mut g = group();
+        g.pending[0].start = 30;
+        assert!(g.check(64, 3).unwrap_err().contains("pending free"));
+        let mut g = group();
+        g.inode_pas[0].start = 40;
+        assert!(g.check(64, 3).unwrap_err().contains("inode preallocation"));
     }
 }
 

@@ -212,16 +212,6 @@ impl Stage {
             Stage::Any => Classes::ALL,
         }
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::Match => "match",
-            Stage::Unset => "unset",
-            Stage::Empty => "empty",
-            Stage::Shared => "shared",
-            Stage::Any => "any",
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
-//! The allocator on a durable [`Store`]: ext4 with jbd2, in user space.
+//! The durable side of loading and committing: a [`Store`] as the bitmap source, and its
+//! journal: ext4 with jbd2, in user space.
 //!
 //! * Opening reads only what the store read at its own open (superblock, descriptors); group
 //!   bitmaps come from the store the first time a group is needed ([`StoreSource`]).
 //! * `allocate` and `free` change memory only, and note what they changed on disk in a
-//!   journal: the hooks [`Allocator::journal_alloc`] (from `mark_diskspace_used`) and
-//!   [`Allocator::journal_free`] (from the free path).
+//!   journal: [`Durable::note_alloc`] (from `mark_diskspace_used`) and
+//!   [`Durable::note_free`] (from the free path).
 //! * `commit` hands the whole journal to the store as one atomic store commit. Only once that
 //!   returned are the freed blocks released to the buddy (`release_committed`), so a block is
 //!   never reused while a crash could still bring back the extent that held it.
@@ -21,17 +22,14 @@
 //! in batch `n` always carries a tid that the commit of batch `n` releases, and a free noted
 //! after that commit took its batch always carries a later tid.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use crate::alloc::allocator::Allocator;
 use crate::error::Error;
 use crate::geometry::Geometry;
 use crate::group::bitmap::Bitmap;
 use crate::load::source::BitmapSource;
-use crate::stats::bump;
 use crate::store::delta::push_merged;
-use crate::store::{fit_commit, Commit, Extent, FileStore, OpenOptions, Store, StoreError};
+use crate::store::{fit_commit, Commit, Extent, Store, StoreError};
 use crate::sync::Mutex;
 
 /// A store seen as the allocator's bitmap source.
@@ -98,6 +96,77 @@ impl Durable {
         &self.store
     }
 
+    /// Notes blocks that became used on disk, for the next commit.
+    pub(crate) fn note_alloc(&self, e: Extent) {
+        push_merged(&mut self.journal.lock().allocated, e);
+    }
+
+    /// [`Durable::note_alloc`] for an allocator without a journal, whose allocation may take
+    /// blocks freed earlier in the same batch ([`cancel_frees`]).
+    pub(crate) fn note_alloc_reusing(&self, e: Extent) {
+        let mut j = self.journal.lock();
+        let j = &mut *j;
+        for rest in cancel_frees(&mut j.freed, e) {
+            push_merged(&mut j.allocated, rest);
+        }
+    }
+
+    /// Notes blocks that became free on disk, for the next commit; `then` runs under the
+    /// journal lock (which also guards the running transaction id), and its value is returned.
+    pub(crate) fn note_free(&self, e: Extent, then: impl FnOnce() -> u64) -> u64 {
+        let mut j = self.journal.lock();
+        push_merged(&mut j.freed, e);
+        then()
+    }
+
+    /// Makes everything noted so far durable: first settles a failed commit, then closes the
+    /// journal (`close` runs under the journal lock and returns the transaction it closed)
+    /// and sends it. A store failure is `Error::Store`; what did not reach the store is kept
+    /// for the next call.
+    pub(crate) fn commit(&self, close: impl FnOnce() -> u64) -> Result<u64, Error> {
+        let mut cs = self.commits.lock();
+        let carried = self.settle(&mut cs)?;
+        let (tid, fresh) = {
+            let mut j = self.journal.lock();
+            (close(), std::mem::take(&mut *j))
+        };
+        let batch = match carried {
+            Some(c) => append(c, fresh),
+            None => fresh,
+        };
+        self.send(&mut cs, batch)?;
+        Ok(tid)
+    }
+
+    /// `batch` as one or more store commits, in order; on a failure the pieces from the failed
+    /// one on are kept for [`Durable::settle`].
+    fn send(&self, cs: &mut CommitState, batch: Commit) -> Result<(), Error> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let pieces = match self.pieces(batch) {
+            Ok(p) => p,
+            Err((cause, batch)) => return Err(Self::keep(cs, vec![batch], cause)),
+        };
+        let mut pieces = pieces.into_iter();
+        while let Some(piece) = pieces.next() {
+            match self.store.commit(&piece) {
+                Ok(id) => cs.durable = id.0,
+                Err(cause) => {
+                    let rest = std::iter::once(piece).chain(pieces).collect();
+                    return Err(Self::keep(cs, rest, cause));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps `unsent` for the next commit and reports the failure.
+    fn keep(cs: &mut CommitState, unsent: Vec<Commit>, cause: StoreError) -> Error {
+        cs.failed = unsent;
+        Error::Store(cause)
+    }
+
     /// Settles a failed commit: `Some(batch)`, what must be sent again, or `None` if all of
     /// it landed.
     fn settle(&self, cs: &mut CommitState) -> Result<Option<Commit>, Error> {
@@ -126,159 +195,98 @@ impl Durable {
     }
 }
 
-/// `first` then `then`, allocations before frees as the store applies them.
+/// `first` then `then`, allocations before frees as the store applies them. An allocation
+/// of `then` that reuses blocks `first` freed (possible only without a journal: with one,
+/// `first`'s frees stay pending until it is durable) cancels that free (see [`cancel_frees`]).
 fn append(mut first: Commit, then: Commit) -> Commit {
-    first.allocated.extend(then.allocated);
+    for e in then.allocated {
+        for rest in cancel_frees(&mut first.freed, e) {
+            push_merged(&mut first.allocated, rest);
+        }
+    }
     first.freed.extend(then.freed);
     first
 }
 
-impl Allocator {
-    /// An allocator over `store`: geometry, free counts and corrupt groups from the store,
-    /// bitmaps read lazily when first needed, every [`commit`](Allocator::commit) durable.
-    /// Pass an `Arc` to keep a handle to the store.
-    pub fn open<S: Store + 'static>(store: S) -> Result<Allocator, Error> {
-        let geo = store.geometry();
-        Allocator::builder(geo).store(store).build()
+/// Blocks `e` allocated after a free of some of them in the same batch, which only an
+/// allocator without a journal does: a store applies a batch's allocations before its frees,
+/// so a freed-then-reallocated block listed in both would end up free. The free of the
+/// overlap is dropped from `freed` (the block was in use before the free and is in use again:
+/// no change), and the parts of `e` that no free covered are returned, to be listed as
+/// allocated. `freed` holds disjoint extents (a block is freed again only after an allocation
+/// that took it out of the list).
+fn cancel_frees(freed: &mut Vec<Extent>, e: Extent) -> Vec<Extent> {
+    let end = |x: &Extent| x.start + x.len;
+    let mut rest = vec![e];
+    if freed
+        .iter()
+        .all(|f| f.start >= end(&e) || end(f) <= e.start)
+    {
+        return rest;
     }
-
-    /// [`open`](Allocator::open) on the [`FileStore`] at `path`: a file or block device made by
-    /// `FileStore::create` (`mballoc mkstore`). A bad superblock is
-    /// `Error::Store(StoreError::BadSuperblock)`; a store another process has open is
-    /// `Error::Store(StoreError::InUse)`. The allocator holds the store's exclusive lock for
-    /// its whole life.
-    pub fn open_file(path: &std::path::Path) -> Result<Allocator, Error> {
-        Allocator::open_file_with(path, OpenOptions::default())
-    }
-
-    /// [`open_file`](Allocator::open_file) with a choice of access and lock wait.
-    pub fn open_file_with(path: &std::path::Path, opts: OpenOptions) -> Result<Allocator, Error> {
-        Allocator::open(FileStore::open_with(path, opts)?)
-    }
-
-    /// An allocator over the store at `path` that never writes it (a shared lock, a file the
-    /// caller may only read): for looking, or for trying allocations in memory. Its
-    /// [`commit`](Allocator::commit) fails with `StoreError::ReadOnly` inside
-    /// `Error::CommitFailed`.
-    pub fn open_read_only(path: &std::path::Path) -> Result<Allocator, Error> {
-        Allocator::open_file_with(path, OpenOptions::read_only())
-    }
-
-    /// The durable store under this allocator, if it has one.
-    pub fn store(&self) -> Option<&dyn Store> {
-        self.durable
-            .as_ref()
-            .map(|d| d.store().as_ref() as &dyn Store)
-    }
-
-    /// After build: mark the groups the store already knows to be corrupt.
-    pub(crate) fn adopt_store_corruption(&self) {
-        let Some(d) = &self.durable else { return };
-        for g in d.store().corrupt_groups() {
-            let Some(grp) = self.groups.get(g as usize) else {
-                continue;
-            };
-            let reason = match d.store().read_bitmap(g) {
-                Err(crate::store::StoreError::Corrupt { what, .. }) => what,
-                _ => "marked corrupt by the store".into(),
-            };
-            let st = grp.lock.lock();
-            self.mark_corrupt(grp, st.desc_free, reason);
+    let mut kept = Vec::with_capacity(freed.len() + 1);
+    for f in freed.drain(..) {
+        let (s, t) = (f.start.max(e.start), end(&f).min(end(&e)));
+        if s >= t {
+            kept.push(f);
+            continue;
         }
+        kept.extend(outside(f, s, t));
+        rest = rest.into_iter().flat_map(|r| outside(r, s, t)).collect();
     }
+    *freed = kept;
+    rest
+}
 
-    /// Hook: blocks `[start, +len)` of `group` became used on disk.
-    pub(crate) fn journal_alloc(&self, group: u32, start: u32, len: u32) {
-        if let Some(d) = &self.durable {
-            let e = Extent::new(self.geo.block_of(group, start), u64::from(len));
-            push_merged(&mut d.journal.lock().allocated, e);
-        }
-    }
-
-    /// Hook: blocks `[start, +len)` of `group` became free on disk in transaction `tid`.
-    /// Returns the tid the pending free must carry: never one whose commit already took its
-    /// batch, or that commit would release a free it did not make durable.
-    pub(crate) fn journal_free(&self, group: u32, start: u32, len: u32, tid: u64) -> u64 {
-        let Some(d) = &self.durable else { return tid };
-        let e = Extent::new(self.geo.block_of(group, start), u64::from(len));
-        let mut j = d.journal.lock();
-        push_merged(&mut j.freed, e);
-        tid.max(self.tid.load(Relaxed))
-    }
-
-    /// Makes every change so far durable (with a store) and returns the transaction whose
-    /// frees may now be released: `upto`, or the running one when `None` (which then closes).
-    pub(crate) fn make_durable(&self, upto: Option<u64>) -> Result<u64, Error> {
-        let close = |t: Option<u64>| match t {
-            Some(t) => {
-                self.tid.fetch_max(t.saturating_add(1), Relaxed);
-                t
-            }
-            None => self.tid.fetch_add(1, Relaxed),
-        };
-        let Some(d) = &self.durable else {
-            return Ok(upto.unwrap_or_else(|| self.tid.fetch_add(1, Relaxed)));
-        };
-        let mut cs = d.commits.lock();
-        let carried = d.settle(&mut cs).map_err(|e| {
-            bump(&self.stats.commit_failures);
-            match e {
-                Error::Store(cause) => Error::CommitFailed {
-                    cause,
-                    pending: self.pending_blocks(),
-                },
-                other => other,
-            }
-        })?;
-        let (tid, fresh) = {
-            let mut j = d.journal.lock();
-            (close(upto), std::mem::take(&mut *j))
-        };
-        let batch = match carried {
-            Some(c) => append(c, fresh),
-            None => fresh,
-        };
-        self.send(d, &mut cs, batch)?;
-        Ok(tid)
-    }
-
-    /// `batch` as one or more store commits, in order; on a failure the pieces from the failed
-    /// one on are kept for [`Durable::settle`].
-    fn send(&self, d: &Durable, cs: &mut CommitState, batch: Commit) -> Result<(), Error> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let pieces = match d.pieces(batch) {
-            Ok(p) => p,
-            Err((cause, batch)) => return Err(self.commit_failed(cs, vec![batch], cause)),
-        };
-        let mut pieces = pieces.into_iter();
-        while let Some(piece) = pieces.next() {
-            match d.store.commit(&piece) {
-                Ok(id) => cs.durable = id.0,
-                Err(cause) => {
-                    let rest = std::iter::once(piece).chain(pieces).collect();
-                    return Err(self.commit_failed(cs, rest, cause));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Keeps `unsent` for the next commit and reports the failure.
-    fn commit_failed(&self, cs: &mut CommitState, unsent: Vec<Commit>, cause: StoreError) -> Error {
-        cs.failed = unsent;
-        bump(&self.stats.commit_failures);
-        Error::CommitFailed {
-            cause,
-            pending: self.pending_blocks(),
-        }
-    }
+/// The parts of `x` outside `[s, t)`.
+fn outside(x: Extent, s: u64, t: u64) -> impl Iterator<Item = Extent> {
+    let (a, b) = (x.start, x.start + x.len);
+    [(a, b.min(s)), (a.max(t), b)]
+        .into_iter()
+        .filter(|&(from, to)| from < to)
+        .map(|(from, to)| Extent::new(from, to - from))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reallocation_cancels_the_free_of_its_blocks() {
+        let mut freed = vec![Extent::new(10, 10), Extent::new(40, 5)];
+        // Blocks 15..25: 15..20 were freed in the batch, 20..25 were not.
+        let rest = cancel_frees(&mut freed, Extent::new(15, 10));
+        assert_eq!(rest, vec![Extent::new(20, 5)]);
+        assert_eq!(freed, vec![Extent::new(10, 5), Extent::new(40, 5)]);
+        // Inside one free: both sides of it stay freed.
+        let rest = cancel_frees(&mut freed, Extent::new(41, 2));
+        assert!(rest.is_empty());
+        assert_eq!(
+            freed,
+            vec![Extent::new(10, 5), Extent::new(40, 1), Extent::new(43, 2)]
+        );
+        // No overlap: nothing changes.
+        assert_eq!(
+            cancel_frees(&mut freed, Extent::new(0, 10)),
+            vec![Extent::new(0, 10)]
+        );
+        assert_eq!(freed.len(), 3);
+    }
+
+    #[test]
+    fn a_carried_batch_freed_what_the_next_reallocates() {
+        let failed = Commit {
+            allocated: vec![Extent::new(100, 4)],
+            freed: vec![Extent::new(8, 8)],
+        };
+        let fresh = Commit {
+            allocated: vec![Extent::new(8, 8)],
+            freed: vec![Extent::new(100, 4)],
+        };
+        let both = append(failed, fresh);
+        assert_eq!(both.allocated, vec![Extent::new(100, 4)]);
+        assert_eq!(both.freed, vec![Extent::new(100, 4)]);
+    }
 
     #[test]
     fn touching_extents_merge() {

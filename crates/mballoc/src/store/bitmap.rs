@@ -56,6 +56,7 @@ impl BitmapBytes {
         &self.bytes
     }
 
+    /// The bytes, one bit per block (set: in use).
     pub fn into_bytes(self) -> Box<[u8]> {
         self.bytes
     }

@@ -5,10 +5,9 @@
 //! in-place writes already (partly) landed gives the same bitmap; that is what makes recovery
 //! correct after a torn checkpoint.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use super::bitmap::{clear_range, first_clear, first_set, set_range};
-use super::log::{GROUP_ENTRY, RECORD_FIXED, RUN_ENTRY};
 use super::{Commit, Extent, StoreError};
 use crate::geometry::Geometry;
 
@@ -67,60 +66,6 @@ pub(crate) fn split(geometry: &Geometry, commit: &Commit) -> Result<Vec<GroupDel
         .collect())
 }
 
-/// Cuts `commit` into commits whose log records each fit in `capacity` bytes, applied one after
-/// another to the same effect: allocations before frees (as within one commit), extents in
-/// their order, an extent cut only at group boundaries, touching extents of a piece merged.
-/// Each piece is valid on its own, so a crash between two leaves blocks allocated and not yet
-/// freed (leaked until the next check), never a block free that is in use.
-///
-/// The size of each piece is counted as the log counts it (see `log::record_len`): a fixed
-/// part, then per group touched an entry, and per group-sized piece of an extent a run.
-pub fn fit_commit(
-    geometry: &Geometry,
-    commit: &Commit,
-    capacity: u64,
-) -> Result<Vec<Commit>, StoreError> {
-    let smallest = RECORD_FIXED + GROUP_ENTRY + RUN_ENTRY;
-    if capacity < smallest {
-        return Err(StoreError::CommitTooLarge {
-            bytes: smallest,
-            capacity,
-        });
-    }
-    let mut out = Vec::new();
-    let mut cur = Commit::default();
-    let mut groups = HashSet::new();
-    let mut used = RECORD_FIXED;
-    for (op, extents) in [(Op::Set, &commit.allocated), (Op::Clear, &commit.freed)] {
-        for e in extents {
-            check_extent(geometry, e)?;
-            for_each_piece(geometry, e, |group, start, len| {
-                let cost =
-                    |g: &HashSet<u32>| RUN_ENTRY + GROUP_ENTRY * u64::from(!g.contains(&group));
-                if used + cost(&groups) > capacity {
-                    out.push(std::mem::take(&mut cur));
-                    groups.clear();
-                    used = RECORD_FIXED;
-                }
-                used += cost(&groups);
-                groups.insert(group);
-                let list = match op {
-                    Op::Set => &mut cur.allocated,
-                    Op::Clear => &mut cur.freed,
-                };
-                push_merged(
-                    list,
-                    Extent::new(geometry.block_of(group, start), u64::from(len)),
-                );
-            });
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    Ok(out)
-}
-
 /// Appends `e` to `list`, merging it into the last extent when they touch.
 pub(crate) fn push_merged(list: &mut Vec<Extent>, e: Extent) {
     if let Some(last) = list.last_mut() {
@@ -133,7 +78,7 @@ pub(crate) fn push_merged(list: &mut Vec<Extent>, e: Extent) {
 }
 
 /// Calls `f(group, offset, len)` for each group-sized piece of an in-range extent.
-fn for_each_piece(geometry: &Geometry, e: &Extent, mut f: impl FnMut(u32, u32, u32)) {
+pub(crate) fn for_each_piece(geometry: &Geometry, e: &Extent, mut f: impl FnMut(u32, u32, u32)) {
     let end = e.start + e.len;
     let mut at = e.start;
     while at < end {

@@ -61,6 +61,7 @@ impl Access {
 /// How to open a store file: which access, and how long to wait for another process's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OpenOptions {
+    /// Read-write (one writer) or read-only.
     pub access: Access,
     /// `None`: fail at once with [`StoreError::InUse`] if another process holds a conflicting
     /// lock. `Some(d)`: retry for up to `d` first.
@@ -76,6 +77,7 @@ impl OpenOptions {
         }
     }
 
+    /// With `lock_wait` (see [`OpenOptions::lock_wait`]).
     pub fn wait(self, lock_wait: Option<Duration>) -> Self {
         OpenOptions { lock_wait, ..self }
     }
@@ -254,6 +256,7 @@ impl MemDevice {
         Self::from_bytes(vec![0; len as usize])
     }
 
+    /// A device holding `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> Self {
         MemDevice {
             bytes: Mutex::new(bytes),

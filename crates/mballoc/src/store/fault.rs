@@ -27,11 +27,22 @@ pub enum FaultPlan {
     #[default]
     None,
     /// Power is lost as write number `at` (0-based) is issued: it fails and nothing lands.
-    LoseWrite { at: u64 },
+    LoseWrite {
+        /// The write, 0-based.
+        at: u64,
+    },
     /// Write `at` is torn: part of it reaches the disk, then power is lost.
-    TearWrite { at: u64, tear: Tear },
+    TearWrite {
+        /// The write, 0-based.
+        at: u64,
+        /// What of it lands.
+        tear: Tear,
+    },
     /// Sync number `at` fails with EIO and makes nothing durable; the device stays up.
-    FailSync { at: u64 },
+    FailSync {
+        /// The sync, 0-based.
+        at: u64,
+    },
 }
 
 /// Which part of a torn write reaches the disk.
@@ -40,7 +51,10 @@ pub enum Tear {
     /// The first `n` bytes (clamped to the write's length).
     Prefix(usize),
     /// A pseudo-random subset of the write's sectors, chosen by `seed`.
-    Sectors { seed: u64 },
+    Sectors {
+        /// Seed of the choice.
+        seed: u64,
+    },
 }
 
 /// Which unsynced writes survive a crash.
@@ -51,7 +65,10 @@ pub enum CrashMode {
     /// All of them, in order.
     AllLanded,
     /// Each independently: not at all, whole, or a random subset of its sectors.
-    Random { seed: u64 },
+    Random {
+        /// Seed of the choices.
+        seed: u64,
+    },
 }
 
 #[derive(Debug)]

@@ -21,13 +21,15 @@ use super::corrupt::{CorruptSet, Why};
 use super::delta::{apply_checked, split, GroupDelta};
 use super::device::{Access, Device, FileDevice, OpenOptions};
 use super::format::{
-    bitmap_crc, decode_desc, decode_superblock, encode_desc, encode_superblock, new_nonce,
-    DiskDesc, Layout, Superblock, DEFAULT_LOG_LEN, DESC_LEN, LOG_HEAD, SB_AREA,
+    bitmap_crc, decode_desc, encode_desc, encode_superblock, new_nonce, DiskDesc, Layout,
+    Superblock, DEFAULT_LOG_LEN, DESC_LEN, LOG_HEAD,
 };
 use super::log::{encode_marker, encode_record, record_len, Record, RecordGroup, MAX_SEQ};
-use super::recovery::{desc_for, recover};
-use super::verify::{verify_device, Problem};
-use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
+use super::recovery::{desc_for, read_superblock, recover};
+use super::verify::verify_device;
+use super::{
+    Commit, CommitId, Extent, GroupDesc, GroupFlags, Problem, Store, StoreError, StoreStats,
+};
 use crate::geometry::Geometry;
 
 /// Choices made once, at create.
@@ -89,6 +91,7 @@ impl FileStore {
         Self::create_with(path, geometry, used, FileStoreOptions::default())
     }
 
+    /// [`create`](FileStore::create) with a choice of log size.
     pub fn create_with(
         path: &Path,
         geometry: Geometry,
@@ -502,49 +505,6 @@ fn write_initial(
     io.sync("sync the new store")?;
     io.write("write the superblock", 0, &encode_superblock(sb))?;
     io.sync("sync the superblock")
-}
-
-/// Reads and validates the superblock, and checks the device against it before anything the
-/// superblock sizes is allocated: the device must be as long as the layout, and (where it can
-/// be sparse) really hold enough bytes for the descriptor table that create wrote in full.
-pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
-    let have = io.len()?;
-    if have < SB_AREA {
-        return Err(StoreError::BadSuperblock {
-            what: format!("device holds only {have} bytes"),
-        });
-    }
-    let sb = decode_superblock(&io.read("read the superblock", 0, SB_AREA as usize)?)?;
-    if have < sb.layout.total {
-        let what = format!(
-            "device holds {have} bytes but the layout needs {}",
-            sb.layout.total
-        );
-        return Err(StoreError::BadSuperblock { what });
-    }
-    check_allocated(io, &sb)?;
-    Ok(sb)
-}
-
-/// A sparse file can claim any length for free, so length alone does not bound the work a
-/// superblock asks for. Create writes every descriptor, and each carries a 4-byte checksum that
-/// no compression removes, so a genuine store holds at least a quarter of its table's bytes;
-/// one eighth leaves a margin. Less means most of the table is a hole: not a store.
-fn check_allocated(io: &DevIo, sb: &Superblock) -> Result<(), StoreError> {
-    let Some(real) = io.allocated_len()? else {
-        return Ok(());
-    };
-    let table = sb.layout.desc_table_len() as u64;
-    if real >= table / 8 {
-        return Ok(());
-    }
-    Err(StoreError::BadSuperblock {
-        what: format!(
-            "{} groups need a {table}-byte descriptor table, but the device holds only {real} \
-             bytes of data (the rest is a hole): not a store",
-            sb.layout.groups
-        ),
-    })
 }
 
 /// Descriptors per read of the table: bounds the buffer whatever the table's size.

@@ -17,8 +17,7 @@
 //! at create, last: a crash during create leaves no valid superblock rather than half a store.
 
 use super::bitmap::bitmap_len;
-use super::verify::Problem;
-use super::{GroupFlags, StoreError};
+use super::{GroupFlags, Problem, StoreError};
 use crate::geometry::Geometry;
 
 pub(crate) const MAGIC: [u8; 8] = *b"MBALLOC\0";

@@ -21,9 +21,12 @@
 //! harmless. A torn record fails its checksum and is ignored: its commit never returned `Ok`.
 //! Markers alternate too, so a torn marker never loses the last applied number.
 
-use super::delta::{Op, Run};
+use std::collections::HashSet;
+
+use super::delta::{check_extent, for_each_piece, push_merged, Op, Run};
 use super::format::{put_u32, put_u64, Reader};
 use super::StoreError;
+use super::{Commit, Extent};
 use crate::geometry::Geometry;
 
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"MBLR");
@@ -218,6 +221,60 @@ pub(crate) fn decode_marker(nonce: u64, bytes: &[u8]) -> Option<u64> {
         && n == nonce
         && crc == crc32c::crc32c(bytes.get(..MARKER_LEN - 4)?);
     ok.then_some(seq)
+}
+
+/// Cuts `commit` into commits whose log records each fit in `capacity` bytes, applied one after
+/// another to the same effect: allocations before frees (as within one commit), extents in
+/// their order, an extent cut only at group boundaries, touching extents of a piece merged.
+/// Each piece is valid on its own, so a crash between two leaves blocks allocated and not yet
+/// freed (leaked until the next check), never a block free that is in use.
+///
+/// The size of each piece is counted as the log counts it (see `log::record_len`): a fixed
+/// part, then per group touched an entry, and per group-sized piece of an extent a run.
+pub fn fit_commit(
+    geometry: &Geometry,
+    commit: &Commit,
+    capacity: u64,
+) -> Result<Vec<Commit>, StoreError> {
+    let smallest = RECORD_FIXED + GROUP_ENTRY + RUN_ENTRY;
+    if capacity < smallest {
+        return Err(StoreError::CommitTooLarge {
+            bytes: smallest,
+            capacity,
+        });
+    }
+    let mut out = Vec::new();
+    let mut cur = Commit::default();
+    let mut groups = HashSet::new();
+    let mut used = RECORD_FIXED;
+    for (op, extents) in [(Op::Set, &commit.allocated), (Op::Clear, &commit.freed)] {
+        for e in extents {
+            check_extent(geometry, e)?;
+            for_each_piece(geometry, e, |group, start, len| {
+                let cost =
+                    |g: &HashSet<u32>| RUN_ENTRY + GROUP_ENTRY * u64::from(!g.contains(&group));
+                if used + cost(&groups) > capacity {
+                    out.push(std::mem::take(&mut cur));
+                    groups.clear();
+                    used = RECORD_FIXED;
+                }
+                used += cost(&groups);
+                groups.insert(group);
+                let list = match op {
+                    Op::Set => &mut cur.allocated,
+                    Op::Clear => &mut cur.freed,
+                };
+                push_merged(
+                    list,
+                    Extent::new(geometry.block_of(group, start), u64::from(len)),
+                );
+            });
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -12,14 +12,17 @@ use std::time::{Duration, Instant};
 
 use super::bitmap::{bitmap_len, count_set, BitmapBytes};
 use super::delta::{apply_checked, apply_unchecked, split};
-use super::verify::{check_counts, Problem};
-use super::{Commit, CommitId, Extent, GroupDesc, GroupFlags, Store, StoreError, StoreStats};
+use super::verify::check_counts;
+use super::{
+    Commit, CommitId, Extent, GroupDesc, GroupFlags, Problem, Store, StoreError, StoreStats,
+};
 use crate::geometry::Geometry;
 use crate::sync::Mutex;
 
 /// What one bitmap load costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LoadCost {
+    /// Nothing.
     #[default]
     Free,
     /// Sleep: models waiting on a device (other threads keep the CPU).
@@ -103,6 +106,7 @@ impl MemStore {
         self.with_cost(LoadCost::Sleep(cost))
     }
 
+    /// Every bitmap load costs `cost`.
     pub fn with_cost(mut self, cost: LoadCost) -> Self {
         self.cost = cost;
         self

@@ -24,9 +24,8 @@ mod device;
 mod error;
 mod fault;
 mod file_store;
-mod format;
-pub mod harness;
-mod log;
+pub(crate) mod format;
+pub(crate) mod log;
 mod mem_store;
 mod recovery;
 mod replay_check;
@@ -35,14 +34,14 @@ mod verify;
 use crate::geometry::Geometry;
 
 pub use bitmap::BitmapBytes;
-pub use delta::fit_commit;
 pub use device::{Access, Device, FileDevice, MemDevice, OpenOptions};
-pub use error::StoreError;
+pub use error::{Problem, StoreError};
 pub use fault::{CrashMode, FaultDevice, FaultPlan, Tear};
 pub use file_store::{FileStore, FileStoreOptions};
 pub use format::MAX_LOG_LEN;
+pub use log::fit_commit;
 pub use mem_store::{LoadCost, MemStore};
-pub use verify::{verify_device, Problem};
+pub use verify::verify_device;
 
 /// The persistent interface the allocator core programs against.
 ///
@@ -140,6 +139,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 pub struct GroupDesc {
     /// Free blocks in the group (ext4's `bg_free_blocks_count`).
     pub free: u32,
+    /// `BLOCK_UNINIT`, `CORRUPT`.
     pub flags: GroupFlags,
 }
 
@@ -156,6 +156,7 @@ impl GroupFlags {
     /// The flags a descriptor may carry on disk.
     pub(crate) const ON_DISK: u16 = 1;
 
+    /// Whether every flag of `other` is set.
     pub fn contains(self, other: GroupFlags) -> bool {
         self.0 & other.0 == other.0
     }
@@ -164,11 +165,14 @@ impl GroupFlags {
 /// A run of absolute blocks `[start, start + len)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Extent {
+    /// First block.
     pub start: u64,
+    /// Blocks.
     pub len: u64,
 }
 
 impl Extent {
+    /// `len` blocks from `start`.
     pub fn new(start: u64, len: u64) -> Self {
         Extent { start, len }
     }
@@ -184,6 +188,7 @@ pub struct Commit {
 }
 
 impl Commit {
+    /// Whether it changes nothing.
     pub fn is_empty(&self) -> bool {
         self.allocated.is_empty() && self.freed.is_empty()
     }

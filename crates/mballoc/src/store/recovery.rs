@@ -12,7 +12,7 @@
 use super::bitmap::{count_set, BitmapBytes};
 use super::checkpoint::{write_groups, DevIo, GroupImage};
 use super::delta::apply_unchecked;
-use super::format::{bitmap_crc, DiskDesc, Superblock};
+use super::format::{bitmap_crc, decode_superblock, DiskDesc, Superblock, SB_AREA};
 use super::log::{
     decode_body, decode_header, decode_marker, encode_marker, Header, Record, MARKER_LEN, MAX_SEQ,
     RECORD_HEADER,
@@ -216,4 +216,47 @@ pub(crate) fn desc_for(sb: &Superblock, group: u32, bitmap: &[u8]) -> DiskDesc {
         flags: 0,
         bitmap_crc: bitmap_crc(sb.nonce, group, bitmap),
     }
+}
+
+/// Reads and validates the superblock, and checks the device against it before anything the
+/// superblock sizes is allocated: the device must be as long as the layout, and (where it can
+/// be sparse) really hold enough bytes for the descriptor table that create wrote in full.
+pub(crate) fn read_superblock(io: &DevIo) -> Result<Superblock, StoreError> {
+    let have = io.len()?;
+    if have < SB_AREA {
+        return Err(StoreError::BadSuperblock {
+            what: format!("device holds only {have} bytes"),
+        });
+    }
+    let sb = decode_superblock(&io.read("read the superblock", 0, SB_AREA as usize)?)?;
+    if have < sb.layout.total {
+        let what = format!(
+            "device holds {have} bytes but the layout needs {}",
+            sb.layout.total
+        );
+        return Err(StoreError::BadSuperblock { what });
+    }
+    check_allocated(io, &sb)?;
+    Ok(sb)
+}
+
+/// A sparse file can claim any length for free, so length alone does not bound the work a
+/// superblock asks for. Create writes every descriptor, and each carries a 4-byte checksum that
+/// no compression removes, so a genuine store holds at least a quarter of its table's bytes;
+/// one eighth leaves a margin. Less means most of the table is a hole: not a store.
+fn check_allocated(io: &DevIo, sb: &Superblock) -> Result<(), StoreError> {
+    let Some(real) = io.allocated_len()? else {
+        return Ok(());
+    };
+    let table = sb.layout.desc_table_len() as u64;
+    if real >= table / 8 {
+        return Ok(());
+    }
+    Err(StoreError::BadSuperblock {
+        what: format!(
+            "{} groups need a {table}-byte descriptor table, but the device holds only {real} \
+             bytes of data (the rest is a hole): not a store",
+            sb.layout.groups
+        ),
+    })
 }

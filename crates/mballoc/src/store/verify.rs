@@ -7,56 +7,9 @@ use std::sync::Arc;
 use super::bitmap::BitmapBytes;
 use super::checkpoint::DevIo;
 use super::device::Device;
-use super::file_store::read_superblock;
 use super::format::{bitmap_crc, decode_desc, DiskDesc, Superblock, DESC_LEN};
-use super::recovery::log_state;
-use super::StoreError;
-
-/// One inconsistency found by [`verify_device`] or [`Store::verify`](super::Store::verify).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Problem {
-    #[error("group {group}: descriptor checksum {stored:#010x}, computed {computed:#010x}")]
-    DescriptorChecksum {
-        group: u32,
-        stored: u32,
-        computed: u32,
-    },
-
-    #[error("group {group}: unknown descriptor flags {flags:#x} (reserved field {reserved:#x})")]
-    UnknownFlags {
-        group: u32,
-        flags: u16,
-        reserved: u16,
-    },
-
-    #[error("group {group}: descriptor says {free} free of {group_len} blocks (uninit: {uninit})")]
-    BadFreeCount {
-        group: u32,
-        free: u32,
-        group_len: u32,
-        uninit: bool,
-    },
-
-    #[error("group {group}: bitmap checksum {stored:#010x}, computed {computed:#010x}")]
-    BitmapChecksum {
-        group: u32,
-        stored: u32,
-        computed: u32,
-    },
-
-    #[error("group {group}: descriptor counts {descriptor} free blocks, the bitmap {bitmap}")]
-    FreeCountMismatch {
-        group: u32,
-        descriptor: u32,
-        bitmap: u32,
-    },
-
-    #[error("group {group}: padding bit {bit} past the end of the group is clear")]
-    PaddingClear { group: u32, bit: u32 },
-
-    #[error("log record {seq} is complete but not applied (opening the store replays it)")]
-    UnappliedLog { seq: u64 },
-}
+use super::recovery::{log_state, read_superblock};
+use super::{Problem, StoreError};
 
 /// Checks a store device without opening it (no recovery, no writes). Fails only if the
 /// superblock is unusable or the device cannot be read.

@@ -43,6 +43,7 @@ pub trait Hook {
     /// simulation and this CPU sleeps until [`Hook::notify_all`] on `cv`; the caller then
     /// takes `lock` again through [`Hook::lock`].
     fn wait(&self, cv: usize, lock: usize, what: &'static str);
+    /// Wakes every CPU waiting on `cv`.
     fn notify_all(&self, cv: usize);
     /// An access to the atomic at `addr`.
     fn atomic(&self, addr: usize, access: Access);

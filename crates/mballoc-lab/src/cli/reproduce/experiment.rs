@@ -1,7 +1,7 @@
 //! Runs one seed's experiment: every case twice (base, improved), then one table with our two
 //! values, our change in % and the seed's published figure beside it.
 
-use mballoc::tunables::possible_cpus;
+use mballoc::possible_cpus;
 use mballoc::{Geometry, Policy};
 use mballoc_lab::report::table::fmt_num;
 use mballoc_lab::report::ComparisonTable;

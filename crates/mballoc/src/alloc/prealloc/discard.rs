@@ -19,7 +19,7 @@ impl Allocator {
     /// blocks it had handed out, and `release_inode_pa` would then skip its unused blocks
     /// for good.
     pub fn discard_preallocations(&self, owner: u64) -> u64 {
-        let Some(arc) = self.owners.get(owner) else {
+        let Some(arc) = self.pa.owners.get(owner) else {
             return 0;
         };
         let mut o = arc.lock();
@@ -29,7 +29,7 @@ impl Allocator {
             .sum();
         drop(o);
         drop(arc);
-        self.owners.forget_if_empty(owner);
+        self.pa.owners.forget_if_empty(owner);
         freed
     }
 
@@ -38,7 +38,7 @@ impl Allocator {
     pub(crate) fn retire_pas(&self, g: u32, pas: &[PaSpan]) {
         for span in pas {
             let pstart = self.geo.block_of(g, span.start);
-            let arc = self.owners.get(span.owner);
+            let arc = self.pa.owners.get(span.owner);
             let mut o = arc.as_ref().map(|a| a.lock());
             match o.as_mut().and_then(|o| o.take_at(span.lstart, pstart)) {
                 Some(pa) => {
@@ -53,7 +53,7 @@ impl Allocator {
             }
             drop(o);
             drop(arc);
-            self.owners.forget_if_empty(span.owner);
+            self.pa.owners.forget_if_empty(span.owner);
         }
     }
 
@@ -82,6 +82,7 @@ impl Allocator {
                 freed += u64::from(n);
             }
         }
+        debug_assert!(freed <= u64::from(pa.len), "{freed} freed from {pa:?}");
         self.after_release(grp, &mut st, freed);
         freed
     }
@@ -194,7 +195,7 @@ impl Allocator {
             match owner {
                 Some((id, o)) if *id == span.owner => freed += release(o),
                 _ => {
-                    let Some(arc) = self.owners.get(span.owner) else {
+                    let Some(arc) = self.pa.owners.get(span.owner) else {
                         continue;
                     };
                     match arc.try_lock() {
@@ -205,7 +206,7 @@ impl Allocator {
                         }
                     }
                     drop(arc);
-                    self.owners.forget_if_empty(span.owner);
+                    self.pa.owners.forget_if_empty(span.owner);
                 }
             }
         }
@@ -221,7 +222,7 @@ impl Allocator {
     ) -> u64 {
         let in_g = |pa: &GroupPa| self.geo.locate(pa.pstart).0 == g;
         let mut freed = 0;
-        for (i, mutex) in self.lgs.iter().enumerate() {
+        for (i, mutex) in self.pa.lgs().enumerate() {
             let taken = match lg {
                 Some((mine, l)) if *mine == i => l.take_where(in_g),
                 _ => match mutex.try_lock() {
@@ -242,8 +243,8 @@ impl Allocator {
 
     /// Releases every locality-group preallocation (what an unmount does to them).
     pub fn discard_group_preallocations(&self) -> u64 {
-        self.lgs
-            .iter()
+        self.pa
+            .lgs()
             .map(|lg| {
                 lg.lock()
                     .take_all()

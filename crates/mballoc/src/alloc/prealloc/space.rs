@@ -246,6 +246,36 @@ impl LocalityGroup {
     }
 }
 
+/// The preallocation stage's state: every owner's inode PAs, and one locality group per
+/// possible CPU (`s_locality_groups`).
+pub(crate) struct Preallocs {
+    pub(crate) owners: OwnerTable,
+    lgs: Box<[Padded<Mutex<LocalityGroup>>]>,
+}
+
+impl Preallocs {
+    /// No PA yet, `cpus` empty locality groups.
+    pub(crate) fn new(cpus: u32) -> Preallocs {
+        Preallocs {
+            owners: OwnerTable::new(),
+            lgs: (0..cpus)
+                .map(|_| Padded(Mutex::new(LocalityGroup::default())))
+                .collect(),
+        }
+    }
+
+    /// Locality group `i` (see `Allocator::lg_index`).
+    #[inline]
+    pub(crate) fn lg(&self, i: usize) -> &Mutex<LocalityGroup> {
+        &self.lgs[i]
+    }
+
+    /// Every locality group, in index order.
+    pub(crate) fn lgs(&self) -> impl Iterator<Item = &Mutex<LocalityGroup>> {
+        self.lgs.iter().map(|lg| &**lg)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

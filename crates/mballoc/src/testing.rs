@@ -17,11 +17,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::device::MemDevice;
-use super::file_store::{FileStore, FileStoreOptions};
-use super::{Commit, CommitId, Extent, Store, StoreError};
+use crate::alloc::Allocator;
 use crate::geometry::Geometry;
-use crate::{Allocator, Flags, Request};
+use crate::request::{Extent as Blocks, Flags, Request};
+use crate::store::MemDevice;
+use crate::store::{Commit, CommitId, Extent, GroupDesc, Store, StoreError};
+use crate::store::{FileStore, FileStoreOptions};
 
 /// What the store made of the bytes.
 #[derive(Debug)]
@@ -35,6 +36,7 @@ pub enum Outcome {
 /// A store that opened.
 #[derive(Debug, Default)]
 pub struct Summary {
+    /// Groups of the store.
     pub groups: u32,
     /// Groups found corrupt (descriptor or bitmap).
     pub corrupt: Vec<u32>,
@@ -64,7 +66,7 @@ pub const MAX_EXTENDED: u64 = 1 << 20;
 /// kilobytes of zeros. Larger claims are left short (and must be refused).
 pub fn open_image(bytes: &[u8]) -> Result<Outcome, Violation> {
     let mut image = bytes.to_vec();
-    if let Ok(sb) = super::format::decode_superblock(bytes) {
+    if let Ok(sb) = crate::store::format::decode_superblock(bytes) {
         let need = sb.layout.total;
         if need <= MAX_EXTENDED && need > image.len() as u64 {
             image.resize(need as usize, 0);
@@ -83,7 +85,7 @@ pub fn open_image(bytes: &[u8]) -> Result<Outcome, Violation> {
 type View = (
     CommitId,
     Option<CommitId>,
-    Vec<super::GroupDesc>,
+    Vec<GroupDesc>,
     Vec<Option<Vec<u8>>>,
     Vec<u32>,
 );
@@ -109,7 +111,7 @@ fn check_read_only(dev: &Arc<MemDevice>) -> Result<(), Violation> {
     let ro = FileStore::open_on_read_only(dev.clone());
     let ro_view = ro.as_ref().ok().map(view);
     if let Ok(s) = &ro {
-        let c = super::Commit {
+        let c = Commit {
             allocated: vec![Extent::new(s.geometry().first_data_block(), 1)],
             freed: Vec::new(),
         };
@@ -168,8 +170,8 @@ fn build_base() -> Result<Vec<u8>, StoreError> {
 /// Where [`replay_log`] input goes in the base image: the two markers, then the two record
 /// slots (`(offset, capacity)` each).
 fn log_places() -> ([u64; 2], [(u64, usize); 2]) {
-    let layout =
-        super::format::Layout::new(&base_geometry(), base_opts().log_len).expect("valid layout");
+    let layout = crate::store::format::Layout::new(&base_geometry(), base_opts().log_len)
+        .expect("valid layout");
     let cap = layout.record_capacity() as usize;
     (
         [layout.marker_at(0), layout.marker_at(1)],
@@ -334,10 +336,10 @@ fn exercise(dev: &Arc<MemDevice>, store: FileStore) -> Result<Summary, Violation
     match a.commit() {
         Ok(_) => {}
         // A log at the last sequence number takes no more commits, with a typed error.
-        Err(crate::Error::CommitFailed {
+        Err(crate::error::Error::CommitFailed {
             cause: StoreError::BadLog { .. },
             ..
-        }) if !got.is_empty() && before.0 >= super::log::MAX_SEQ => return Ok(summary),
+        }) if !got.is_empty() && before.0 >= crate::store::log::MAX_SEQ => return Ok(summary),
         Err(e) => return Err(violation(format!("commit: {e}"))),
     }
     drop(a);
@@ -394,7 +396,7 @@ fn check_groups(store: &FileStore) -> Result<(), Violation> {
 }
 
 /// A few allocations of growing size; the typed errors of a full or damaged store are fine.
-fn allocate_some(a: &Allocator, geo: &Geometry) -> Vec<crate::Extent> {
+fn allocate_some(a: &Allocator, geo: &Geometry) -> Vec<Blocks> {
     let goals = [0, geo.blocks_count() / 2, geo.blocks_count() - 1];
     [1u32, 8, 100]
         .iter()
