@@ -152,11 +152,7 @@ fn cpu_loop(
         let g = u32::try_from(got.extent.start / u64::from(bpg)).unwrap_or(u32::MAX);
         {
             let mut lg = last_group.lock().unwrap_or_else(|e| e.into_inner());
-            if lg
-                .iter()
-                .enumerate()
-                .any(|(c, &x)| c != me && x == Some(g))
-            {
+            if lg.iter().enumerate().any(|(c, &x)| c != me && x == Some(g)) {
                 collisions += 1;
             }
             lg[me] = Some(g);

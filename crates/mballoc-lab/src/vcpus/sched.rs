@@ -312,7 +312,11 @@ impl Sched {
             Some(o) => {
                 assert_ne!(o, me, "a CPU re-locking a lock it holds ({kind:?})");
                 let now = st.clock[me];
-                st.locks.entry(lock).or_default().waiters.push_back((me, now));
+                st.locks
+                    .entry(lock)
+                    .or_default()
+                    .waiters
+                    .push_back((me, now));
                 st.status[me] = Status::Blocked;
                 st.stats.locks.entry(kind).or_default().waits += 1;
                 drop(self.reschedule(me, st));
@@ -346,7 +350,10 @@ impl Sched {
     fn release(&self, st: &mut State, me: usize, lock: usize, kind: LockKind) {
         let now = st.clock[me];
         let handoff = self.costs.handoff_ns;
-        let l = st.locks.get_mut(&lock).expect("releasing a lock never taken");
+        let l = st
+            .locks
+            .get_mut(&lock)
+            .expect("releasing a lock never taken");
         assert_eq!(l.owner, Some(me), "a CPU releasing a lock it does not hold");
         l.owner = None;
         if let Some((w, since)) = l.waiters.pop_front() {

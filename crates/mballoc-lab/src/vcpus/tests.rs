@@ -129,9 +129,10 @@ fn one_vcpu_places_as_the_plain_allocator() {
 /// The kernel's 2-process over 1-process throughput on this machine (stored measurement),
 /// per `mb_optimize_scan`.
 fn kernel_two_over_one() -> Vec<(bool, f64)> {
-    let v: Value =
-        serde_json::from_str(include_str!("../../../../docs/measurements/kernel-fallocate2.json"))
-            .unwrap();
+    let v: Value = serde_json::from_str(include_str!(
+        "../../../../docs/measurements/kernel-fallocate2.json"
+    ))
+    .unwrap();
     let set = v["sets"]
         .as_array()
         .unwrap()
@@ -142,7 +143,10 @@ fn kernel_two_over_one() -> Vec<(bool, f64)> {
         .iter()
         .map(|scan| {
             let m = &set["median_total_ops_s"][scan];
-            (*scan == "1", m["2"].as_f64().unwrap() / m["1"].as_f64().unwrap())
+            (
+                *scan == "1",
+                m["2"].as_f64().unwrap() / m["1"].as_f64().unwrap(),
+            )
         })
         .collect()
 }

@@ -22,12 +22,12 @@ pub(crate) mod percpu;
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
 pub mod vcpu;
 
+#[cfg(all(not(loom), not(shuttle), feature = "vcpu-hooks"))]
+pub(crate) use hooked::AtomicU64;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 #[cfg(all(not(loom), shuttle))]
 pub(crate) use shuttle::sync::atomic::AtomicU64;
-#[cfg(all(not(loom), not(shuttle), feature = "vcpu-hooks"))]
-pub(crate) use hooked::AtomicU64;
 #[cfg(all(not(loom), not(shuttle), not(feature = "vcpu-hooks")))]
 pub(crate) use std::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
@@ -48,25 +48,25 @@ pub(crate) use std::sync::atomic::{AtomicI64, Ordering};
 /// store made separate steps, lose each other's updates; they stay std's, whose steps are
 /// never split.
 pub(crate) mod atomic {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    pub(crate) use super::hooked::{
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
     #[cfg(shuttle)]
     pub(crate) use shuttle::sync::atomic::{
         AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     pub(crate) use std::sync::atomic::Ordering;
-    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-    pub(crate) use super::hooked::{
-        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
-    };
     #[cfg(all(not(shuttle), not(feature = "vcpu-hooks")))]
     pub(crate) use std::sync::atomic::{
         AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
 }
 
-#[cfg(shuttle)]
-pub(crate) use model_lock::{Mutex, MutexGuard};
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
 pub(crate) use hooked::{Mutex, MutexGuard};
+#[cfg(shuttle)]
+pub(crate) use model_lock::{Mutex, MutexGuard};
 #[cfg(all(not(shuttle), not(feature = "vcpu-hooks")))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};
 #[cfg(shuttle)]
@@ -326,7 +326,14 @@ mod hooked {
                 ) -> Result<$t, $t> {
                     // A closure that declines makes it a load (`atomic_add_unless` at 0).
                     let r = self.0.fetch_update(s, f, g);
-                    touch(self, if r.is_ok() { Access::Write } else { Access::Load });
+                    touch(
+                        self,
+                        if r.is_ok() {
+                            Access::Write
+                        } else {
+                            Access::Load
+                        },
+                    );
                     r
                 }
                 pub fn get_mut(&mut self) -> &mut $t {

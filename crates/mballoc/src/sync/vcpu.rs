@@ -89,10 +89,11 @@ pub(crate) fn with<R>(f: impl FnOnce(&dyn Hook) -> R) -> Option<R> {
 
 /// Whether the calling thread has a hook.
 pub(crate) fn installed() -> bool {
-    EVER.load(Ordering::Relaxed) && HOOK.with(|h| {
-        let hook = h.take();
-        let some = hook.is_some();
-        h.set(hook);
-        some
-    })
+    EVER.load(Ordering::Relaxed)
+        && HOOK.with(|h| {
+            let hook = h.take();
+            let some = hook.is_some();
+            h.set(hook);
+            some
+        })
 }
