@@ -260,6 +260,33 @@ mod hooked {
         vcpu::with(|h| h.atomic(a as *const A as usize, access));
     }
 
+    /// Read-modify-writes of one value: `name(&self, v, ordering)`, each a write of the line.
+    macro_rules! rmw {
+        ($t:ty; $($op:ident),*) => {
+            $(
+                #[inline]
+                pub fn $op(&self, v: $t, o: Ordering) -> $t {
+                    touch(self, Access::Write);
+                    self.0.$op(v, o)
+                }
+            )*
+        };
+    }
+
+    /// Compare-and-exchange, strong and weak: a write of the line even when it fails (the
+    /// CPU takes the line exclusively either way).
+    macro_rules! cas {
+        ($t:ty; $($op:ident),*) => {
+            $(
+                #[inline]
+                pub fn $op(&self, c: $t, n: $t, s: Ordering, f: Ordering) -> Result<$t, $t> {
+                    touch(self, Access::Write);
+                    self.0.$op(c, n, s, f)
+                }
+            )*
+        };
+    }
+
     macro_rules! atomic_common {
         ($name:ident, $std:ident, $t:ty) => {
             #[derive(Default, Debug)]
@@ -280,43 +307,8 @@ mod hooked {
                     touch(self, Access::Write);
                     self.0.store(v, o)
                 }
-                #[inline]
-                pub fn swap(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.swap(v, o)
-                }
-                #[inline]
-                pub fn fetch_or(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_or(v, o)
-                }
-                #[inline]
-                pub fn fetch_and(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_and(v, o)
-                }
-                #[inline]
-                pub fn compare_exchange(
-                    &self,
-                    c: $t,
-                    n: $t,
-                    s: Ordering,
-                    f: Ordering,
-                ) -> Result<$t, $t> {
-                    touch(self, Access::Write);
-                    self.0.compare_exchange(c, n, s, f)
-                }
-                #[inline]
-                pub fn compare_exchange_weak(
-                    &self,
-                    c: $t,
-                    n: $t,
-                    s: Ordering,
-                    f: Ordering,
-                ) -> Result<$t, $t> {
-                    touch(self, Access::Write);
-                    self.0.compare_exchange_weak(c, n, s, f)
-                }
+                rmw!($t; swap, fetch_or, fetch_and);
+                cas!($t; compare_exchange, compare_exchange_weak);
                 #[inline]
                 pub fn fetch_update(
                     &self,
@@ -326,14 +318,7 @@ mod hooked {
                 ) -> Result<$t, $t> {
                     // A closure that declines makes it a load (`atomic_add_unless` at 0).
                     let r = self.0.fetch_update(s, f, g);
-                    touch(
-                        self,
-                        if r.is_ok() {
-                            Access::Write
-                        } else {
-                            Access::Load
-                        },
-                    );
+                    touch(self, if r.is_ok() { Access::Write } else { Access::Load });
                     r
                 }
                 pub fn get_mut(&mut self) -> &mut $t {
@@ -350,26 +335,7 @@ mod hooked {
         ($name:ident, $std:ident, $t:ty) => {
             atomic_common!($name, $std, $t);
             impl $name {
-                #[inline]
-                pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_add(v, o)
-                }
-                #[inline]
-                pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_sub(v, o)
-                }
-                #[inline]
-                pub fn fetch_max(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_max(v, o)
-                }
-                #[inline]
-                pub fn fetch_min(&self, v: $t, o: Ordering) -> $t {
-                    touch(self, Access::Write);
-                    self.0.fetch_min(v, o)
-                }
+                rmw!($t; fetch_add, fetch_sub, fetch_max, fetch_min);
             }
         };
     }
