@@ -26,14 +26,13 @@ const TESTS: [&str; 6] = [
 
 /// `(test, metric, lab / kernel − 1 when recorded)`.
 ///
-/// funnysizeslow: the lab leaves more groups split about in half than real ext4 (seed 1: 6 of
-/// 17 fragmented groups at 40 % or more; kernel runs: 3–4 of 18–22), with about as many
-/// fragmented and data groups (median 20/32 against 19/28). Its fallocate jobs' pace is measured
-/// inside the test, but on other runs than the reference ones (the reference job files switch
-/// their statistics off), and that test's timing varies most between runs: the lab's
-/// simulated 7.9 s against fio's 6.6 s. Modelling ext4's extent-tree blocks (the kernel's
-/// groups show their 1-block holes) moves it only from +31 % to +30 % (`docs/fsperf.md`).
-const KNOWN_MISSES: &[(&str, &str, f64)] = &[("funnysizeslow", "frag_pct_mean", 0.31)];
+/// foursizes: seeds 1–3 give 31.48 / 27.30 / 28.10 against real 14.60 / 20.31 / 26.85 (median
+/// 20.31). Over seeds 1–30 the lab's mean is 24.97 (+23 %, sd 4.06), and the journal commits and
+/// fallocate pace that moved its three-seed median from 23.70 to 28.10 moved that mean only from
+/// 24.24 to 24.97: the three-seed median shifts by a few points whenever a model change
+/// reshuffles the runs' random draws. The lab leaves more data groups than real ext4 (35–41
+/// against 29–38) on every appender test; that spread is not explained yet (`docs/fsperf.md`).
+const KNOWN_MISSES: &[(&str, &str, f64)] = &[("foursizes", "frag_pct_mean", 0.38)];
 
 fn reference() -> Value {
     let path = concat!(

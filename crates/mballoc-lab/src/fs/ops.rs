@@ -141,7 +141,8 @@ impl Task<'_> {
     }
 
     /// `fsync`/`fdatasync`: writeback places every dirty run, then the journal commits (the
-    /// inode changed), which also makes earlier frees reusable.
+    /// inode changed), which also makes earlier frees reusable; under a timed journal the
+    /// caller runs that commit on its clock.
     pub fn fsync(&mut self, f: &mut File) -> Result<(), FsError> {
         let runs: Vec<(u32, u32)> = f.dirty.iter().map(|(&s, &n)| (s, n)).collect();
         let had_dirty = !runs.is_empty();
@@ -154,7 +155,7 @@ impl Task<'_> {
             f.dirty.remove(&s);
         }
         if had_dirty {
-            self.fs.journal.commit(&self.fs.alloc)?;
+            self.fs.journal.sync(&self.fs.alloc)?;
         }
         self.fs.journal.tick(&self.fs.alloc)?;
         result
@@ -216,15 +217,17 @@ impl Task<'_> {
 
     fn free_extents(&mut self, ino: u64, extents: &[Extent]) -> Result<(), FsError> {
         let geo = *self.fs.alloc.geometry();
+        let tid = self.fs.journal.free_tid();
         for e in extents {
-            self.fs
-                .alloc
-                .free(ino, *e)
-                .map_err(|source| FsError::Allocator {
-                    ino,
-                    logical: 0,
-                    source,
-                })?;
+            match tid {
+                Some(t) => self.fs.alloc.free_in_transaction(ino, *e, t),
+                None => self.fs.alloc.free(ino, *e),
+            }
+            .map_err(|source| FsError::Allocator {
+                ino,
+                logical: 0,
+                source,
+            })?;
             self.rec.freed(&geo, e.start, u64::from(e.len));
         }
         Ok(())

@@ -390,3 +390,38 @@ fn extent_tree_blocks_can_be_left_out() {
     every_other_block(&mut t, &mut f, 5);
     assert_eq!((f.map.len(), f.tree.depth(), t.rec.tree_blocks), (5, 0, 0));
 }
+
+/// A timed journal: fsync no longer commits; blocks freed before a commit starts become
+/// allocatable when it ends, blocks freed while it runs wait for the next one.
+#[test]
+fn a_timed_commit_releases_what_was_freed_before_it_started() {
+    let fs = fresh(1 << 30, 1);
+    fs.journal().set_timed();
+    let a = fs.allocator_arc();
+    let mut t = fs.task(0);
+    let mut f = fs.create();
+    let mut g = fs.create();
+    t.write_direct(&mut f, 0, 1 << 20).unwrap();
+    t.write_direct(&mut g, 0, 1 << 20).unwrap();
+    t.write_buffered(&mut g, 1 << 20, 4096).unwrap();
+    t.fsync(&mut g).unwrap();
+    assert_eq!(
+        fs.journal().commits(),
+        0,
+        "neither fsync nor the op count commits"
+    );
+    t.unlink(f).unwrap();
+    let first = fs.journal().close(); // a commit starts
+    t.truncate(&mut g, 0).unwrap(); // freed while it runs
+    assert_eq!(a.pending_blocks(), 256 + 257);
+    fs.journal().release(&a, first).unwrap(); // it ends
+    assert_eq!(
+        a.pending_blocks(),
+        257,
+        "the truncate waits for the next commit"
+    );
+    fs.commit().unwrap(); // a forced commit (ENOSPC, syncfs) takes everything
+    assert_eq!(a.pending_blocks(), 0);
+    assert_eq!(fs.journal().commits(), 2);
+    a.check_consistency().unwrap();
+}

@@ -84,6 +84,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
     ),
     (
+        "commit_clock",
+        "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
+    ),
+    (
         "journal",
         "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
     ),

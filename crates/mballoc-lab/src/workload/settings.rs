@@ -20,6 +20,8 @@ pub struct LabSettings {
     pub scale: Option<f64>,
     /// Whether files allocate extent-tree blocks (on unless `extent_tree=0`).
     pub extent_tree: bool,
+    /// fsperf tests: jbd2 commits on the simulated clock (on unless `commit_clock=0`).
+    pub commit_clock: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
     /// image's `has_journal`, or a journal.
     pub journal: Option<bool>,
@@ -43,6 +45,7 @@ impl Default for LabSettings {
             lazy: None,
             scale: None,
             extent_tree: true,
+            commit_clock: true,
             journal: None,
             page_size: None,
             tunables: Vec::new(),
@@ -119,6 +122,7 @@ impl LabSettings {
                 }
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
+                "commit_clock" => s.commit_clock = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {
                     s.page_size = Some(

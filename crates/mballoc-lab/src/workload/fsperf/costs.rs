@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::super::error::LabError;
+use super::jobfile::{Engine, JobSpec};
 
 const FALLOC_LATENCY: &str =
     include_str!("../../../../../kernel-frag/service-times/falloc-latency.json");
@@ -100,6 +101,52 @@ impl Latency {
     }
 }
 
+/// Per repetition of the in-test measurement, how much faster the reference runs' appenders
+/// went than that repetition's: the reference appenders' runtime (median of the reference
+/// runs) over the repetition's appender runtime. `None` for a test without appenders or
+/// without both figures.
+fn appender_pace(
+    jobs: &[JobSpec],
+    measured: &serde_json::Value,
+    reference_ms: Option<f64>,
+) -> Option<Vec<f64>> {
+    let appender = jobs.iter().find(|j| j.engine == Engine::Sync)?;
+    let reference_ms = reference_ms.filter(|&r| r > 0.0)?;
+    measured[&appender.name]["runtime_ms_per_rep"]
+        .as_array()?
+        .iter()
+        .map(|ms| ms.as_f64().filter(|&m| m > 0.0).map(|m| reference_ms / m))
+        .collect()
+}
+
+/// A fallocate job's mean latency inside its test, µs: with `pace`, each repetition's latency
+/// carried to the reference runs' pace and the median of them taken; without, the stored
+/// median as measured.
+fn in_test_us(job: &serde_json::Value, pace: Option<&[f64]>) -> Option<f64> {
+    let per_rep = job["lat_ns_mean_per_rep"].as_array();
+    match (pace, per_rep) {
+        (Some(p), Some(lat)) if lat.len() == p.len() && !p.is_empty() => {
+            let mut us: Vec<f64> = lat
+                .iter()
+                .zip(p)
+                .map(|(ns, f)| Some(ns.as_f64()? / 1e3 * f))
+                .collect::<Option<_>>()?;
+            us.sort_by(f64::total_cmp);
+            Some(median_sorted(&us))
+        }
+        _ => Some(job["lat_ns_mean"].as_f64()? / 1e3),
+    }
+}
+
+fn median_sorted(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 fn parse_err(what: &str, e: impl ToString) -> LabError {
     LabError::bad(what, "", e)
 }
@@ -129,12 +176,15 @@ impl Costs {
         let in_test_json: serde_json::Value =
             serde_json::from_str(IN_TEST).map_err(|e| parse_err("in-test.json", e))?;
         let half = super::jobs_of(test, 0.5)?;
+        let measured = &in_test_json["tests"][test];
+        let pace = appender_pace(&half.jobs, measured, med["append_runtime_ms"].as_f64());
         let in_test = half
             .jobs
             .iter()
+            .filter(|j| j.engine == Engine::Falloc)
             .filter_map(|j| {
-                let ns = in_test_json["tests"][test][&j.name]["lat_ns_mean"].as_f64()?;
-                Some((j.name.clone(), (j.bs, ns / 1e3)))
+                let us = in_test_us(&measured[&j.name], pace.as_deref())?;
+                Some((j.name.clone(), (j.bs, us)))
             })
             .collect();
         Ok(Costs {
@@ -255,6 +305,36 @@ mod tests {
             (10, 15, 60, 100)
         );
         assert_eq!(Latency::fixed(7).at(0.42), 7);
+    }
+
+    /// Each repetition's fallocate latency is carried to the reference appenders' pace by the
+    /// ratio of the appenders' runtimes, then the median is taken.
+    #[test]
+    fn in_test_latencies_follow_the_appenders_pace() {
+        let job = serde_json::json!({
+            "lat_ns_mean": 20_000_000.0,
+            "lat_ns_mean_per_rep": [25_000_000.0, 20_000_000.0, 10_000_000.0],
+        });
+        // Appenders 4x, 4x and 2x slower than in the reference runs.
+        let pace = [0.25, 0.25, 0.5];
+        assert_eq!(in_test_us(&job, Some(&pace)), Some(5000.0));
+        assert_eq!(in_test_us(&job, None), Some(20_000.0));
+        assert_eq!(in_test_us(&job, Some(&pace[..2])), Some(20_000.0));
+        let jobs = super::super::jobs_of("funnysizeslow", 0.5).unwrap().jobs;
+        let measured = serde_json::json!({"small": {"runtime_ms_per_rep": [2000, 4000]}});
+        assert_eq!(
+            appender_pace(&jobs, &measured, Some(1000.0)),
+            Some(vec![0.5, 0.25])
+        );
+        assert_eq!(appender_pace(&jobs, &measured, None), None);
+        let falloc_only = super::super::jobs_of("correlatedlifetimes", 0.5)
+            .unwrap()
+            .jobs;
+        assert_eq!(appender_pace(&falloc_only, &measured, Some(1000.0)), None);
+        // funnysizeslow's stored figures: the 127 MiB calls at the reference pace.
+        let c = Costs::measured("funnysizeslow").unwrap();
+        let large = c.falloc_job_us("large", 127 << 20);
+        assert!((7000..8500).contains(&large), "{large}");
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! * `thinktime` stalls after every read/write, not after an fdatasync (`handle_thinktime`);
 //! * `fdatasync=N`: an fdatasync after every N writes (`get_rw_ddir`); it writes back (and
 //!   allocates) at once and returns when the jbd2 commit of its transaction ends
-//!   (`ext4_sync_file`, `jbd2_complete_transaction`);
+//!   (`ext4_sync_file`, `jbd2_complete_transaction`); the commits run on the same clock
+//!   ([`JournalJob`]) and release the blocks freed before they started when they end, unless
+//!   `commit_clock=0`;
 //! * `unlink_each_loop`: the file is unlinked at the start of every loop after the first
 //!   (`thread_main`, after `clear_io_state` closed it), so the last loop's file survives
 //!   unless `unlink=1` unlinks it when the job ends (`close_and_free_files`);
@@ -28,6 +30,7 @@
 pub mod costs;
 pub mod jobfile;
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -142,16 +145,24 @@ enum Next {
     Done,
 }
 
-/// jbd2's commits as fdatasync callers see them: an fdatasync waits for the commit of the
-/// transaction holding its changes (`jbd2_complete_transaction`). One commit runs at a time;
-/// everything that arrives while one runs joins the next, so the waiters of one commit return
-/// together (group commit).
+/// jbd2's periodic commit: a transaction commits at the latest this long after it opened
+/// (`j_commit_interval`, 5 s by default).
+pub const COMMIT_INTERVAL_US: u64 = 5_000_000;
+
+/// jbd2's commits on simulated time. An fdatasync waits for the commit of the transaction
+/// holding its changes (`jbd2_complete_transaction`). One commit runs at a time; everything
+/// that arrives while one runs joins the next, so the waiters of one commit return together
+/// (group commit). A commit closes the running transaction when it starts and makes its frees
+/// allocatable when it ends ([`JournalJob`] runs both on the clock).
 pub struct CommitClock {
     /// The latest commit: `[start, end)`; it has not started while `start` is ahead.
     start: u64,
     end: u64,
     duration: Latency,
     rng: Rng,
+    /// Commits scheduled and not yet started, `(start, end)` in order, kept for a
+    /// [`JournalJob`] (`None` without one).
+    scheduled: Option<VecDeque<(u64, u64)>>,
     /// fdatasyncs served and their total wait, µs.
     waits: u64,
     waited_us: u64,
@@ -164,9 +175,16 @@ impl CommitClock {
             end: 0,
             duration,
             rng,
+            scheduled: None,
             waits: 0,
             waited_us: 0,
         }
+    }
+
+    /// Keeps the commits it schedules for a [`JournalJob`] to run.
+    pub fn with_journal_job(mut self) -> CommitClock {
+        self.scheduled = Some(VecDeque::new());
+        self
     }
 
     /// Mean fdatasync latency so far, µs (0 before the first).
@@ -179,12 +197,104 @@ impl CommitClock {
         if t >= self.start {
             // A new commit, after the one in progress or at once; else join the next one,
             // scheduled but not started.
-            self.start = self.end.max(t);
-            self.end = self.start + self.duration.at(self.rng.unit());
+            self.schedule(self.end.max(t));
         }
         self.waits += 1;
         self.waited_us += self.end - t;
         self.end
+    }
+
+    /// jbd2's commit timer at `t`: with no commit running or due, one starts once the
+    /// running transaction is [`COMMIT_INTERVAL_US`] old (it opened when the last commit
+    /// started).
+    pub fn timer(&mut self, t: u64) {
+        if t >= self.end && t >= self.start + COMMIT_INTERVAL_US {
+            self.schedule(t);
+        }
+    }
+
+    fn schedule(&mut self, start: u64) {
+        self.start = start;
+        self.end = start + self.duration.at(self.rng.unit());
+        if let Some(q) = self.scheduled.as_mut() {
+            q.push_back((self.start, self.end));
+        }
+    }
+}
+
+/// Runs jbd2's commits on the scheduler's clock: at a commit's start the running transaction
+/// closes (`jbd2_journal_commit_transaction` switching to a new one); at its end the frees it
+/// carried become allocatable (`ext4_journal_commit_callback` → `ext4_process_freed_data`).
+/// Blocks freed while it runs wait for the next commit.
+pub struct JournalJob {
+    clock: Arc<Mutex<CommitClock>>,
+    /// Commits under way: `(end, transaction)`.
+    running: VecDeque<(u64, u64)>,
+}
+
+impl JournalJob {
+    pub fn new(clock: Arc<Mutex<CommitClock>>) -> JournalJob {
+        JournalJob {
+            clock,
+            running: VecDeque::new(),
+        }
+    }
+
+    /// The next start (`false`) or end (`true`) due; an end first on a tie (the previous
+    /// commit finishes before the next begins).
+    fn next_event(&self) -> Option<(u64, bool)> {
+        let start = self
+            .clock
+            .lock()
+            .scheduled
+            .as_ref()
+            .and_then(|q| q.front())
+            .map(|&(s, _)| (s, false));
+        let end = self.running.front().map(|&(e, _)| (e, true));
+        match (start, end) {
+            (Some(s), Some(e)) => Some(if e.0 <= s.0 { e } else { s }),
+            (s, e) => s.or(e),
+        }
+    }
+}
+
+impl Job for JournalJob {
+    fn next_at(&self) -> Option<u64> {
+        self.next_event().map(|(at, _)| at)
+    }
+
+    fn step(&mut self, t: &mut Task) -> Result<(), LabError> {
+        let journal = t.fs.journal();
+        match self.next_event() {
+            Some((_, true)) => {
+                let (_, tid) = self.running.pop_front().expect("an end is due");
+                journal.release(t.fs.allocator(), tid)?;
+            }
+            Some((_, false)) => {
+                let (_, end) = self
+                    .clock
+                    .lock()
+                    .scheduled
+                    .as_mut()
+                    .and_then(|q| q.pop_front())
+                    .expect("a start is due");
+                self.running.push_back((end, journal.close()));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn cpu(&self) -> u32 {
+        0
+    }
+
+    fn into_files(self: Box<Self>) -> Vec<File> {
+        Vec::new()
+    }
+
+    fn counts_ops(&self) -> bool {
+        false
     }
 }
 
@@ -261,6 +371,7 @@ impl FioJob {
 
     /// The next write/fallocate, opening (and first unlinking) at a loop start.
     fn io(&mut self, t: &mut Task) -> Result<(), LabError> {
+        self.journal.lock().timer(self.clock);
         if self.io_i == 0 {
             if self.unlink_pending {
                 if let Some(old) = self.file.take() {
@@ -381,10 +492,15 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
         .collect();
     env.require(footprint(&specs))?;
     let costs = Costs::measured(&cfg.workload)?;
-    let journal = Arc::new(Mutex::new(CommitClock::new(
-        costs.commit(),
-        Rng::for_task(cfg.seed, u64::MAX),
-    )));
+    // The commits need one clock: with several threads each runs its own jobs' clocks, and the
+    // journal keeps committing at every fdatasync.
+    let commit_clock = env.lab.commit_clock && cfg.threads == 1;
+    let mut clock = CommitClock::new(costs.commit(), Rng::for_task(cfg.seed, u64::MAX));
+    if commit_clock {
+        env.fs.journal().set_timed();
+        clock = clock.with_journal_job();
+    }
+    let journal = Arc::new(Mutex::new(clock));
     let mut jobs: Vec<FioJob> = Vec::new();
     for s in &specs {
         for _ in 0..s.numjobs {
@@ -408,9 +524,12 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
     let n_jobs = jobs.len() as u32;
     progress.start(&cfg.workload, planned_ios(&specs));
     let t0 = Instant::now();
-    let boxed: Vec<Box<dyn Job>> = jobs
+    // First, so that it wins ties: a commit due at `t` starts or ends before any I/O at `t`.
+    let clock_job =
+        commit_clock.then(|| Box::new(JournalJob::new(Arc::clone(&journal))) as Box<dyn Job>);
+    let boxed: Vec<Box<dyn Job>> = clock_job
         .into_iter()
-        .map(|j| Box::new(j) as Box<dyn Job>)
+        .chain(jobs.into_iter().map(|j| Box::new(j) as Box<dyn Job>))
         .collect();
     let mut done = run_jobs(
         &cfg.workload,

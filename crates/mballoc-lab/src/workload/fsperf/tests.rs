@@ -202,3 +202,73 @@ fn fdatasyncs_during_a_commit_share_the_next() {
     assert_eq!(c.wait(45), 55); // idle again
     assert_eq!(c.mean_wait_us(), (10 + 17 + 11 + 18 + 10) as f64 / 5.0);
 }
+
+/// The journal job closes a transaction when a commit starts and releases its frees when it
+/// ends; jbd2's timer starts one 5 s after the last when nobody waits.
+#[test]
+fn commits_release_frees_at_their_end_on_the_clock() {
+    let fs = small_fs();
+    fs.journal().set_timed();
+    let a = fs.allocator_arc();
+    let clock = Arc::new(Mutex::new(
+        CommitClock::new(Latency::fixed(100), Rng::new(1)).with_journal_job(),
+    ));
+    let mut jj = JournalJob::new(Arc::clone(&clock));
+    let mut t = fs.task(0);
+    assert_eq!(jj.next_at(), None);
+    let mut f = fs.create();
+    t.fallocate(&mut f, 0, MIB, false).unwrap();
+    t.unlink(f).unwrap();
+    assert_eq!(clock.lock().wait(50), 150);
+    assert_eq!(jj.next_at(), Some(50));
+    jj.step(&mut t).unwrap(); // starts: the unlink is in it
+    let mut g = fs.create();
+    t.fallocate(&mut g, 0, MIB, false).unwrap();
+    t.unlink(g).unwrap(); // during the commit: the next transaction
+    assert_eq!(jj.next_at(), Some(150));
+    assert_eq!(a.pending_blocks(), 512);
+    jj.step(&mut t).unwrap(); // ends
+    assert_eq!(a.pending_blocks(), 256);
+    assert_eq!(jj.next_at(), None);
+    // Nobody syncs: the timer commits once the transaction is 5 s old, not before.
+    clock.lock().timer(50 + COMMIT_INTERVAL_US - 1);
+    assert_eq!(jj.next_at(), None);
+    clock.lock().timer(50 + COMMIT_INTERVAL_US);
+    assert_eq!(jj.next_at(), Some(50 + COMMIT_INTERVAL_US));
+    jj.step(&mut t).unwrap();
+    jj.step(&mut t).unwrap();
+    assert_eq!(a.pending_blocks(), 0);
+    assert!(!jj.counts_ops());
+}
+
+/// `commit_clock=0` goes back to a commit at every fdatasync that wrote back data; by default
+/// the 32 appenders share commits (group commit), far fewer than their fdatasyncs.
+#[test]
+fn the_commit_clock_setting_switches_group_commit() {
+    let commits = |extra: &[&str]| {
+        let mut settings = vec!["scale=0.5".to_string(), "ops=20".to_string()];
+        settings.extend(extra.iter().map(|s| s.to_string()));
+        let cfg = crate::workload::RunConfig {
+            workload: "funnysizeslow".into(),
+            policy: mballoc::Policy::Linux618,
+            settings,
+            threads: 1,
+            fs_size: 8 << 30,
+            seed: 1,
+            quick: false,
+            load_cost_ns: 0,
+            image: None,
+        };
+        let r = crate::workload::run(&cfg, &crate::workload::NoProgress).unwrap();
+        r.scalars["commits"]
+    };
+    // 32 appenders × 19 fdatasyncs (none after a loop's last write), then the syncfs's.
+    let each = commits(&["commit_clock=0"]);
+    assert!(each >= (32 * 19) as f64, "{each}");
+    let clocked = commits(&[]);
+    assert!(
+        clocked >= 19.0 && clocked < each / 4.0,
+        "{clocked} of {each}"
+    );
+    assert!(crate::workload::settings::LabSettings::parse(&["commit_clock=2".into()]).is_err());
+}
