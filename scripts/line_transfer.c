@@ -13,7 +13,7 @@
  * thread is sometimes descheduled, and a batch with such a stall measures the host's
  * scheduler, not the line.
  *
- *   gcc -O2 -pthread -o /tmp/line_transfer scripts/line_transfer.c && /tmp/line_transfer
+ *   gcc -O2 -pthread -o line_transfer scripts/line_transfer.c && ./line_transfer
  */
 #define _GNU_SOURCE
 #include <pthread.h>
