@@ -62,6 +62,8 @@ mod stats;
 pub mod store;
 mod sync;
 mod tunables;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub use sync::vcpu;
 
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -73,7 +73,7 @@ fn image_run(s: &str) -> Result<workload::ImageRun, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadList(pub Vec<u32>);
 
-fn thread_list(s: &str) -> Result<ThreadList, String> {
+pub fn thread_list(s: &str) -> Result<ThreadList, String> {
     parse::threads(s).map(ThreadList)
 }
 
