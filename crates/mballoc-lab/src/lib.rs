@@ -9,4 +9,6 @@ pub mod metrics;
 pub mod mkfs;
 pub mod replay;
 pub mod report;
+#[cfg(feature = "vcpus")]
+pub mod vcpus;
 pub mod workload;

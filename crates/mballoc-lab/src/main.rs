@@ -70,9 +70,42 @@ struct BenchArgs {
     /// (repeatable; `mballoc list` shows the names).
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// `threads` only: run fallocate2 on these counts of virtual CPUs in virtual time
+    /// (e.g. 1,2,4,8,16,32,64,96,128) instead of this machine's threads (docs/vcpus.md).
+    #[arg(long, value_parser = cli::args::thread_list, value_name = "N,N,...")]
+    vcpus: Option<cli::args::ThreadList>,
+    /// With --vcpus: the interaction costs, published server figures or this machine's.
+    #[arg(long, default_value = "server", value_parser = ["server", "local"])]
+    machine: String,
+    /// With --vcpus: policies to run (default linux-6.16, linux-6.18, proposed).
+    #[arg(long, value_delimiter = ',')]
+    policy: Vec<mballoc::Policy>,
+    /// Time the allocator between its synchronisation points (one thread) and print the
+    /// table behind the --vcpus work costs.
+    #[arg(long)]
+    calibrate: bool,
+    /// With --vcpus: seeds 000 and 001 at their published CPU counts (80, 96), base against
+    /// patched, beside the published figures; the --vcpus counts draw the curves.
+    #[arg(long)]
+    seeds: bool,
+    /// With --seeds: write one SVG curve per published figure into this folder.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<std::path::PathBuf>,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
+    if a.calibrate || a.vcpus.is_some() {
+        return cli::vcpus::cmd_bench_vcpus(&cli::vcpus::VcpuArgs {
+            vcpus: a.vcpus.map(|l| l.0).unwrap_or_default(),
+            machine: a.machine,
+            policies: a.policy,
+            settings: a.set,
+            calibrate: a.calibrate,
+            seeds: a.seeds,
+            svg: a.svg,
+            json: a.json,
+        });
+    }
     let opts = bench::cli::BenchOptions {
         which: a.which,
         runs: a.runs,

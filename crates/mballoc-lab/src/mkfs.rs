@@ -29,13 +29,21 @@
 //!
 //! Assumptions (checked against the 1, 4 and 16 GiB captures; the rest follows the 1.47.0
 //! source, not a capture):
+//! **bigalloc** ([`layout_clustered`], `mkfs.ext4 -O bigalloc -C <cluster size>`): groups of
+//! 32768 clusters; at least one inode per cluster (`inode_ratio` raised to the cluster size);
+//! the superblocks, GDTs and group tables placed block by block as above (mke2fs lays them out
+//! on a sub-cluster bitmap), then the map converted to clusters (a cluster holding any of
+//! them is in use), and the files allocated in whole clusters: the root directory, lost+found
+//! and the resize inode's block each at the start of the first free cluster after their goal,
+//! the journal in free clusters from its goal. Checked against the 16 KiB and 64 KiB captures.
+//!
 //! * 4 KiB blocks always. Below 512 MiB mke2fs would pick the "small" type with 1 KiB blocks;
 //!   here the block size is forced as with `-b 4096`, and the "small" inode ratio (4096)
 //!   still applies. From 4 TiB the "big" type (ratio 32768), at 16 TiB "huge" (65536).
 //! * At exactly 16 TiB (2^32 blocks) mke2fs drops `resize_inode` (more than 2^32 − 1
 //!   blocks with `64bit`): no reserved GDT blocks and no resize inode block.
 //! * No orphan file, quota, or `metadata_csum_seed` (none of the captured images has them),
-//!   no RAID stride, no bigalloc, no meta_bg (it would only start above 16 TiB).
+//!   no RAID stride, no meta_bg (it would only start above 16 TiB).
 //! * Where the "small" ratio asks for more inodes than one bitmap holds (just above 128 MiB,
 //!   where the short last group is dropped), mke2fs shrinks the groups by 8 blocks at a time
 //!   until it fits, and so does this: `Layout::blocks_per_group` can then be below 32768.
@@ -73,6 +81,12 @@ pub enum MkfsError {
     TooSmall { bytes: u64, min: u64 },
     #[error("file system of {bytes} bytes is larger than the supported maximum of {max} bytes")]
     TooLarge { bytes: u64, max: u64 },
+    /// mke2fs's limits: a cluster of 2 to 2^16 blocks of 4 KiB (fewer than 2^32 blocks per
+    /// group of 32768 clusters).
+    #[error(
+        "cluster of {cluster_bytes} bytes: bigalloc clusters are 8 KiB ..= 256 MiB, a power of two"
+    )]
+    ClusterSize { cluster_bytes: u64 },
     /// mke2fs would fail here too (only reachable through a bug or a pathological size).
     #[error("no room for {what} ({blocks} blocks) near block {near}")]
     NoSpace {
@@ -137,6 +151,8 @@ pub struct GroupLayout {
 pub struct Layout {
     pub blocks_count: u64,
     pub blocks_per_group: u32,
+    /// log2 of the blocks per cluster (0 without bigalloc).
+    pub cluster_bits: u32,
     pub flex_bg_size: u32,
     pub usage_type: UsageType,
     pub inodes_per_group: u32,
@@ -197,6 +213,8 @@ impl Layout {
             .filter(|g| g.group != last)
             .filter(|g| {
                 let backup = 1 + u64::from(self.desc_blocks) + u64::from(self.reserved_gdt_blocks);
+                // Whole clusters with bigalloc.
+                let backup = backup.next_multiple_of(1 << self.cluster_bits);
                 match self.group_used(g.group) {
                     [] => !g.has_super,
                     [run] => g.has_super && *run == (g.first_block, backup),
@@ -236,6 +254,26 @@ pub fn layout(bytes: u64) -> Result<Layout, MkfsError> {
 /// [`layout`], with a journal or (`journal` false) as `mkfs.ext4 -O ^has_journal` makes it:
 /// the same layout without the journal's blocks.
 pub fn layout_with(bytes: u64, journal: bool) -> Result<Layout, MkfsError> {
+    layout_of(bytes, journal, 0)
+}
+
+/// Largest `cluster_bits` with 4 KiB blocks: 32768 clusters per group must stay below 2^32
+/// blocks (`ext2fs_initialize`).
+pub const MAX_CLUSTER_BITS: u32 = 16;
+
+/// [`layout`] with bigalloc: clusters of `2^cluster_bits` blocks (`mkfs.ext4 -O bigalloc -C
+/// 4096 << cluster_bits`); `cluster_bits` 0 is [`layout`].
+pub fn layout_clustered(bytes: u64, cluster_bits: u32) -> Result<Layout, MkfsError> {
+    layout_of(bytes, true, cluster_bits)
+}
+
+/// The layout with or without a journal, in clusters of `2^cluster_bits` blocks.
+pub fn layout_of(bytes: u64, journal: bool, cluster_bits: u32) -> Result<Layout, MkfsError> {
+    if cluster_bits > MAX_CLUSTER_BITS {
+        return Err(MkfsError::ClusterSize {
+            cluster_bytes: BLOCK_SIZE << cluster_bits.min(40),
+        });
+    }
     if bytes < MIN_BYTES {
         return Err(MkfsError::TooSmall {
             bytes,
@@ -248,10 +286,16 @@ pub fn layout_with(bytes: u64, journal: bool) -> Result<Layout, MkfsError> {
             max: MAX_BYTES,
         });
     }
-    let geo = Geo::new(bytes / BLOCK_SIZE, UsageType::for_bytes(bytes));
+    let geo = Geo::new(
+        bytes / BLOCK_SIZE,
+        UsageType::for_bytes(bytes),
+        cluster_bits,
+    );
     let mut map = BlockMap::new(geo.blocks_count);
     reserve_super_and_gdt(&geo, &mut map);
     let tables = allocate_tables(&geo, &mut map)?;
+    // ext2fs_convert_subcluster_bitmap: from here on a cluster is used or free as a whole.
+    map.round_to_clusters(cluster_bits);
     let files = make_files(&geo, &mut map, journal)?;
     Ok(finish(&geo, &map, &tables, files))
 }
@@ -263,6 +307,7 @@ pub fn layout_with(bytes: u64, journal: bool) -> Result<Layout, MkfsError> {
 #[derive(Debug, Clone)]
 struct Geo {
     usage: UsageType,
+    cluster_bits: u32,
     blocks_count: u64,
     bpg: u64,
     groups: u64,
@@ -275,19 +320,29 @@ struct Geo {
 
 impl Geo {
     /// `device_blocks`: the size in blocks before mke2fs trims a too-short last group.
-    fn new(device_blocks: u64, usage: UsageType) -> Self {
+    fn new(device_blocks: u64, usage: UsageType, cluster_bits: u32) -> Self {
+        // bigalloc: whole clusters only.
+        let device_blocks = device_blocks & !((1u64 << cluster_bits) - 1);
         // More than 2^32 - 1 blocks with 64bit: mke2fs drops resize_inode.
         let resize_inode = device_blocks <= u64::from(u32::MAX);
-        let inodes = device_blocks * BLOCK_SIZE / usage.inode_ratio();
-        let mut bpg = u64::from(BLOCKS_PER_GROUP);
+        // mke2fs: no more inodes than clusters.
+        let ratio = usage.inode_ratio().max(BLOCK_SIZE << cluster_bits);
+        let inodes = device_blocks * BLOCK_SIZE / ratio;
+        let mut bpg = u64::from(BLOCKS_PER_GROUP) << cluster_bits;
         let mut blocks = device_blocks;
         loop {
             let geo = Self::try_shape(usage, blocks, bpg, inodes, resize_inode);
             match geo {
-                Shape::Done(geo) => return geo,
-                // Too many inodes for one bitmap block: mke2fs shrinks the groups.
+                Shape::Done(geo) => {
+                    return Geo {
+                        cluster_bits,
+                        ..geo
+                    }
+                }
+                // Too many inodes for one bitmap block: mke2fs shrinks the groups (by 8
+                // clusters).
                 Shape::ShrinkGroups => {
-                    bpg -= 8;
+                    bpg -= 8 << cluster_bits;
                     blocks = device_blocks;
                 }
                 Shape::DropLastGroup(rem) => blocks -= rem,
@@ -310,6 +365,7 @@ impl Geo {
         };
         let geo = Geo {
             usage,
+            cluster_bits: 0,
             blocks_count: blocks,
             bpg,
             groups,
@@ -515,8 +571,14 @@ fn make_files(geo: &Geo, map: &mut BlockMap, journal: bool) -> Result<Files, Mkf
     let mut last = alloc_block(map, 0, "lost+found")?;
     lost_found.mark(last, 1);
     for _ in 1..LOST_FOUND_BLOCKS {
-        // ext2fs_expand_dir: the goal is the directory's last block.
-        last = alloc_block(map, last, "lost+found")?;
+        // ext2fs_expand_dir: the goal is the directory's last block; with bigalloc the next
+        // block of a cluster the directory holds goes in that cluster.
+        let ratio = 1u64 << geo.cluster_bits;
+        last = if (last + 1) % ratio != 0 {
+            last + 1
+        } else {
+            alloc_block(map, last, "lost+found")?
+        };
         lost_found.mark(last, 1);
     }
     let resize_inode_block = if geo.resize_inode {
@@ -542,13 +604,18 @@ fn make_files(geo: &Geo, map: &mut BlockMap, journal: bool) -> Result<Files, Mkf
     })
 }
 
+/// `ext2fs_new_block2` + mark: the first free block from `goal`, or with bigalloc (a map
+/// of whole clusters) the first block of the first free cluster, whose every block is then in
+/// use.
 fn alloc_block(map: &mut BlockMap, goal: u64, what: &'static str) -> Result<u64, MkfsError> {
+    // ext2fs_new_block3: the goal's cluster.
+    let goal = goal & !((1u64 << map.cluster_bits) - 1);
     let block = map.new_block(goal).ok_or(MkfsError::NoSpace {
         what,
         blocks: 1,
         near: goal,
     })?;
-    map.mark(block, 1);
+    map.mark(block, 1 << map.cluster_bits);
     Ok(block)
 }
 
@@ -677,6 +744,7 @@ fn finish(geo: &Geo, map: &BlockMap, tables: &Tables, files: Files) -> Layout {
     Layout {
         blocks_count: geo.blocks_count,
         blocks_per_group: geo.bpg as u32,
+        cluster_bits: geo.cluster_bits,
         flex_bg_size: FLEX_BG_SIZE,
         usage_type: geo.usage,
         inodes_per_group: geo.inodes_per_group as u32,
@@ -717,6 +785,9 @@ fn split_at_groups(runs: impl Iterator<Item = (u64, u64)>, bpg: u64) -> Vec<(u64
 struct BlockMap {
     total: u64,
     runs: BTreeMap<u64, u64>,
+    /// Set by [`BlockMap::round_to_clusters`]: every run is whole clusters of this many
+    /// bits, and [`alloc_block`] takes a whole cluster.
+    cluster_bits: u32,
 }
 
 impl BlockMap {
@@ -724,7 +795,19 @@ impl BlockMap {
         BlockMap {
             total,
             runs: BTreeMap::new(),
+            cluster_bits: 0,
         }
+    }
+
+    /// Every cluster of `2^bits` blocks holding a used block becomes used as a whole.
+    fn round_to_clusters(&mut self, bits: u32) {
+        let ratio = 1u64 << bits;
+        let runs: Vec<(u64, u64)> = self.runs().collect();
+        for (s, len) in runs {
+            let start = s - s % ratio;
+            self.mark(start, (s + len).next_multiple_of(ratio) - start);
+        }
+        self.cluster_bits = bits;
     }
 
     fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -891,7 +974,8 @@ mod tests {
                 continue;
             }
             let bytes = case.initial.blocks_count * u64::from(case.initial.block_size);
-            let l = layout_with(bytes, case.initial.has_journal()).unwrap();
+            let bits = (case.initial.cluster_size / case.initial.block_size).trailing_zeros();
+            let l = layout_of(bytes, case.initial.has_journal(), bits).unwrap();
             compare_with_capture(&l, &case.initial);
             checked.push(case.name);
         }
@@ -899,6 +983,8 @@ mod tests {
             "falloc-1g-mixed",
             "falloc-4g-mixed",
             "falloc-16g-scan0",
+            "bigalloc16k-4g-falloc",
+            "bigalloc64k-4g-falloc",
             "nojournal-1g-falloc",
             "nojournal-4g-fallocate2",
         ] {

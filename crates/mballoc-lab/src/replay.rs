@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use mballoc::{
-    Allocator, Criterion, Error, Extent, Flags, Geometry, MemSource, PaKind, Request, Source,
-    Tunables,
+    Allocator, Criterion, Error, Extent, Flags, FreeFlags, Geometry, MemSource, PaKind, Request,
+    Source, Tunables,
 };
 use serde::Serialize;
 
@@ -190,14 +190,7 @@ pub fn allocator_for(case: &Case) -> Result<Allocator, ReplayError> {
         case: case.name.clone(),
         source,
     };
-    let geo = Geometry::new(
-        init.block_size,
-        init.blocks_per_group,
-        init.blocks_count,
-        init.first_data_block,
-        init.flex_bg_size.max(1),
-    )
-    .map_err(|e| setup(e.into()))?;
+    let geo = init.geometry().map_err(|e| setup(e.into()))?;
     let t = capture_tunables(case, &geo).map_err(setup)?;
     let source = MemSource::new(geo, &init.used_ranges())
         .and_then(|s| s.with_block_uninit(init.block_uninit_groups()))
@@ -231,12 +224,14 @@ pub fn capture_tunables(case: &Case, geo: &Geometry) -> Result<Tunables, Error> 
 }
 
 /// The request of record `r`; `extents`: the file is extent-mapped (on a filesystem made
-/// without the `extent` feature every file is indirect-mapped).
-pub fn request(r: &AllocRecord, extents: bool) -> Request {
+/// without the `extent` feature every file is indirect-mapped). The traced length counts
+/// clusters (`ar->len`); the request asks for their blocks (the traced logical block is the
+/// first of its cluster already).
+pub fn request(r: &AllocRecord, extents: bool, geo: &Geometry) -> Request {
     Request {
         owner: r.ino,
         logical: r.lblk as u32,
-        len: r.len,
+        len: geo.c2b(r.len.into()) as u32,
         goal: r.goal,
         lleft: r.lleft as u32,
         pleft: r.pleft,
@@ -254,10 +249,19 @@ pub fn request(r: &AllocRecord, extents: bool) -> Request {
 /// without a journal handle (`tid: null`, a filesystem without a journal), in the running one.
 /// An allocator built without a journal ([`mballoc::Builder::journal`]) hands the blocks back
 /// at once either way, as `ext4_mb_clear_bb` does without a handle.
-pub fn free_as_captured(a: &Allocator, ino: u64, e: Extent, tid: Option<u64>) -> Result<(), Error> {
+///
+/// `flags` are the record's `ext4_free_blocks` flags: with bigalloc they keep the partial
+/// clusters the file still uses.
+pub fn free_as_captured(
+    a: &Allocator,
+    ino: u64,
+    e: Extent,
+    flags: FreeFlags,
+    tid: Option<u64>,
+) -> Result<(), Error> {
     match tid {
-        Some(t) => a.free_in_transaction(ino, e, t),
-        None => a.free(ino, e),
+        Some(t) => a.free_blocks_in_transaction(ino, e, flags, t),
+        None => a.free_with_flags(ino, e, flags),
     }
 }
 
@@ -288,8 +292,8 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
             Record::PaRelease(p) => releases.kernel += p.count,
             Record::Alloc(r) => {
                 rep.allocs += 1;
-                let ours = a.allocate(&request(r, extents));
-                let (ok, path_ok, m) = compare(r, &ours);
+                let ours = a.allocate(&request(r, extents, a.geometry()));
+                let (ok, path_ok, m) = compare(r, &ours, a.geometry());
                 rep.matched += u64::from(ok);
                 rep.path_matched += u64::from(ok && path_ok);
                 if let Some(m) = m {
@@ -297,8 +301,11 @@ pub fn replay_case(case: &Case) -> Result<CaseReport, ReplayError> {
                 }
             }
             Record::Free(f) => {
+                // ext4_free_blocks' own rounding to clusters, kept partial clusters included.
                 let e = Extent::new(f.block, f.count as u32);
-                if free_as_captured(&a, f.ino, e, f.tid).is_err() {
+                // ext4_free_blocks' own rounding to clusters, kept partial clusters included.
+                let flags = FreeFlags(f.flags);
+                if free_as_captured(&a, f.ino, e, flags, f.tid).is_err() {
                     rep.free_errors += 1;
                 }
             }
@@ -414,16 +421,18 @@ fn final_difference(case: &Case, a: &Allocator) -> u64 {
         let Ok(disk) = a.disk_bitmap(fg.group) else {
             continue;
         };
+        // One bit per cluster; the capture's free extents are blocks, whole clusters.
         let len = geo.group_len(fg.group);
         let mut kernel_free = mballoc::Bitmap::new(len);
         for &(s, l) in &fg.free_extents {
-            let off = (s - geo.group_first_block(fg.group)) as u32;
-            kernel_free.set_range(off, off + l as u32);
+            let off = geo.b2c(s - geo.group_first_block(fg.group)) as u32;
+            kernel_free.set_range(off, off + geo.num_b2c(l) as u32);
         }
-        // `disk` marks used blocks, `kernel_free` free ones: equal bits mean the views disagree.
+        // `disk` marks used clusters, `kernel_free` free ones: equal bits mean the views
+        // disagree.
         for b in 0..len {
             if disk.get(b) == kernel_free.get(b) {
-                diff += 1;
+                diff += geo.c2b(1);
             }
         }
     }
@@ -444,12 +453,14 @@ fn fmt_ours(x: &Result<mballoc::Allocation, Error>) -> String {
 }
 
 /// (placement matched, path matched, mismatch record).
+/// `ext4_allocate_blocks` prints the length in clusters; ours is the blocks given.
 fn compare(
     r: &AllocRecord,
     ours: &Result<mballoc::Allocation, Error>,
+    geo: &Geometry,
 ) -> (bool, bool, Option<Mismatch>) {
-    let placed =
-        matches!(ours, Ok(a) if a.extent.start == r.result_pstart && a.extent.len == r.result_len);
+    let placed = matches!(ours, Ok(a) if a.extent.start == r.result_pstart
+        && geo.num_b2c(a.extent.len.into()) == u64::from(r.result_len));
     let path = match ours {
         Ok(a) => first_path_difference(r, a),
         Err(e) => Some(format!("we failed: {e}")),

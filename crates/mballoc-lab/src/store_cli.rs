@@ -172,7 +172,7 @@ pub fn mkstore(a: &MkstoreArgs) -> Result<(), String> {
         geo.block_size(),
         human(geo.bytes()),
         geo.group_count(),
-        geo.blocks_per_group(),
+        geo.clusters_per_group(),
         len,
         human(len),
         store.last_commit().0
@@ -211,7 +211,7 @@ pub fn info(a: &InfoArgs) -> Result<(), String> {
         human(geo.bytes())
     );
     println!("first data block: {}", geo.first_data_block());
-    println!("blocks per group: {}", geo.blocks_per_group());
+    println!("blocks per group: {}", geo.clusters_per_group());
     println!("flex_bg size:     {}", geo.flex_bg_size());
     println!("groups:           {}", geo.group_count());
     println!("never written:    {uninit} groups");
@@ -305,7 +305,7 @@ mod tests {
     #[test]
     fn one_tib_of_4k_blocks_is_8192_groups() {
         let g = geometry_for(1 << 40, 4096).unwrap();
-        assert_eq!((g.group_count(), g.blocks_per_group()), (8192, 32768));
+        assert_eq!((g.group_count(), g.clusters_per_group()), (8192, 32768));
         let small = geometry_for(1 << 20, 1024).unwrap();
         assert_eq!(small.first_data_block(), 1);
         assert!(geometry_for(1 << 20, 3000).is_err());

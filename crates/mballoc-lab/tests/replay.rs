@@ -22,9 +22,9 @@ fn every_public_case_matches_the_kernel_exactly() {
     let rep = replay_paths(&[dir]).unwrap();
     assert_eq!(
         rep.cases.len(),
-        41,
-        "the ten public cases and the 31 captured for what they leave out \
-         (kernel-cases/README.md)"
+        45,
+        "the ten public cases, the 31 captured for what they leave out and the four bigalloc \
+         ones (kernel-cases/README.md)"
     );
     for c in &rep.cases {
         assert_eq!(
@@ -47,6 +47,32 @@ fn every_public_case_matches_the_kernel_exactly() {
     assert_eq!(rep.agreement, 1.0);
     assert!(rep.agrees());
     assert_fidelity_doc_carries(&rep.markdown());
+}
+
+/// The bigalloc captures (clusters of 4 and 16 blocks) replay in clusters, and the tunables
+/// the allocator derives for their geometry are the ones the kernel reported: the locality
+/// group's preallocation shrinks to 128 and 32 clusters (`ext4_mb_init`: 512 clusters shifted
+/// by the cluster bits, at least 32), the prefetch to the two or eight groups there are.
+#[test]
+fn bigalloc_cases_replay_with_the_kernels_defaults() {
+    let dir = traces().unwrap();
+    for (name, bits) in [
+        ("bigalloc16k-4g-falloc", 2),
+        ("bigalloc16k-4g-bufwrite", 2),
+        ("bigalloc64k-4g-falloc", 4),
+        ("bigalloc64k-4g-bufwrite", 4),
+    ] {
+        let case = Case::load(dir.join(name)).unwrap();
+        let geo = case.initial.geometry().unwrap();
+        assert_eq!(geo.cluster_bits(), bits, "{name}");
+        let t = mballoc::Tunables::for_geometry(&geo, mballoc_lab::replay::CAPTURE_CPUS);
+        assert!(!case.meta.mballoc_tunables.is_empty(), "{name}");
+        for (k, v) in &case.meta.mballoc_tunables {
+            assert_eq!(t.get(k), Some(v.to_string()), "{name}: {k}");
+        }
+        let rep = replay_case(&case).unwrap();
+        assert!(rep.allocs > 80 && rep.agrees(), "{name}: {rep:?}");
+    }
 }
 
 /// docs/fidelity.md carries the table `mballoc replay --markdown kernel-cases` prints, between

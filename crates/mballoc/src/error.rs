@@ -179,6 +179,15 @@ pub enum Error {
         found: u64,
     },
 
+    /// A combination bigalloc clusters do not support here (a store, a RAID stripe).
+    #[error("{what} is not supported (clusters of 2^{cluster_bits} blocks)")]
+    Unsupported {
+        /// What was asked for.
+        what: &'static str,
+        /// The geometry's `cluster_bits`.
+        cluster_bits: u32,
+    },
+
     /// The builder was given a geometry other than the store's.
     #[error("the builder's geometry {builder:?} differs from the store's {store:?}")]
     StoreGeometry {

@@ -62,6 +62,8 @@ mod stats;
 pub mod store;
 mod sync;
 mod tunables;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub use sync::vcpu;
 
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -76,7 +78,7 @@ pub use group::size_class::SizeClass;
 pub use load::source::{BitmapSource, MemSource};
 pub use policy::{apply_settings, Policy};
 pub use request::{
-    Allocation, Criterion, Extent, Flags, GroupExtent, NewPa, PaKind, Request, Source,
+    Allocation, Criterion, Extent, Flags, FreeFlags, GroupExtent, NewPa, PaKind, Request, Source,
 };
 pub use stats::{GroupSnapshot, StatsSnapshot};
 pub use tunables::{possible_cpus, KernelFlavor, Tunables};

@@ -94,6 +94,31 @@ impl fmt::Debug for Flags {
     }
 }
 
+/// `EXT4_FREE_BLOCKS_*` bits of `ext4_free_blocks` that change what a free releases, with
+/// the kernel's values (the capture's `free.flags` carries them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FreeFlags(pub u32);
+
+impl FreeFlags {
+    /// bigalloc: a partial cluster at the start is still used by the file; keep it.
+    pub const NOFREE_FIRST_CLUSTER: FreeFlags = FreeFlags(0x10);
+    /// bigalloc: a partial cluster at the end is still used by the file; keep it.
+    pub const NOFREE_LAST_CLUSTER: FreeFlags = FreeFlags(0x20);
+
+    /// Whether every bit of `other` is set.
+    #[inline]
+    pub fn contains(self, other: FreeFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl BitOr for FreeFlags {
+    type Output = FreeFlags;
+    fn bitor(self, rhs: FreeFlags) -> FreeFlags {
+        FreeFlags(self.0 | rhs.0)
+    }
+}
+
 /// One allocation request. Build it with [`Request::new`] and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -101,7 +126,7 @@ pub struct Request {
     pub owner: u64,
     /// Logical block of the request inside the owner.
     pub logical: u32,
-    /// Blocks wanted.
+    /// Blocks wanted (with bigalloc the allocator asks for the clusters that hold them).
     pub len: u32,
     /// Physical goal block (out of range goals fall back to the first data block, like ext4).
     pub goal: u64,

@@ -151,11 +151,13 @@ tunables! {
     mb_stream_req: u32 = 16,
         "files of at most this many blocks share per-CPU locality-group preallocations";
     /// Size of a locality-group preallocation in clusters; 0 disables group preallocation.
-    mb_group_prealloc: u32 = 512.min(d.geo.blocks_per_group()),
+    /// (`ext4_mb_init`: 512 clusters, 2 MiB of 4 KiB blocks, shrunk for bigalloc to keep about
+    /// 2 MiB up to 64 KiB clusters, never below 32 clusters.)
+    mb_group_prealloc: u32 = (512 >> d.geo.cluster_bits()).max(32).min(d.geo.clusters_per_group()),
         "size of a locality-group preallocation in clusters (0 disables)",
         check |v: u32, geo: &Geometry| {
-            if v > geo.blocks_per_group() {
-                Err(format!("0 ..= {} (clusters per group)", geo.blocks_per_group()))
+            if v > geo.clusters_per_group() {
+                Err(format!("0 ..= {} (clusters per group)", geo.clusters_per_group()))
             } else {
                 Ok(v)
             }
@@ -187,7 +189,15 @@ tunables! {
         "use the largest-order and average-fragment group indexes (mount option)";
     /// RAID stripe in blocks (0 = none).
     stripe: u32 = 0,
-        "RAID stripe in blocks (0 = none)";
+        "RAID stripe in blocks (0 = none)",
+        check |v: u32, geo: &Geometry| {
+            if v > 0 && geo.cluster_bits() > 0 {
+                // The stripe-aligned scan is modelled in blocks only.
+                Err("0 with bigalloc (stripe allocation is not modelled in clusters)".to_string())
+            } else {
+                Ok(v)
+            }
+        };
     /// Collect per-criterion statistics (the counters are always kept; this mirrors sysfs).
     mb_stats: bool = false,
         "collect per-criterion statistics (as sysfs mb_stats)";

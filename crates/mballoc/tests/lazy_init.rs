@@ -181,7 +181,7 @@ fn prefetch_builds_whole_pages() {
     let a = paged(block_size, page_size, ngroups);
     let geo = *a.geometry();
     for i in 0..6u64 {
-        let goal = (i * 13 % ngroups) * u64::from(geo.blocks_per_group());
+        let goal = (i * 13 % ngroups) * geo.blocks_per_group();
         let req = eight_blocks().with_goal(goal);
         a.allocate(&Request { len: 700, ..req }).unwrap();
     }

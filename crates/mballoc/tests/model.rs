@@ -1,12 +1,13 @@
-//! Every allocation path against a reference model: a plain per-block state array that knows
-//! what is allocated, what waits for a commit and what is free. Random operation sequences
-//! (proptest) under every policy, with and without a journal (without one a freed block is
-//! free at once), with 4, 16 and 64 KiB pages; plus many threads at once.
+//! Every allocation path against a reference model: a plain per-cluster state array (one
+//! block per cluster without bigalloc) that knows what is allocated, what waits for a commit
+//! and what is free. Random operation sequences (proptest) under every policy, with and
+//! without a journal (without one a freed block is free at once), with 4, 16 and 64 KiB pages,
+//! on geometries with and without bigalloc clusters; plus many threads at once.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use mballoc::{Allocator, Error, Extent, Flags, Geometry, Policy, Request};
+use mballoc::{Allocator, Error, Extent, Flags, FreeFlags, Geometry, Policy, Request};
 use proptest::prelude::*;
 
 mod request_support;
@@ -19,26 +20,41 @@ enum B {
     Pending,
 }
 
+/// The state of every cluster (`blocks[c]`: cluster `c`, which is block `c` without
+/// bigalloc), and the block extents handed out.
 struct Model {
     blocks: Vec<B>,
     live: Vec<(u64, Extent)>,
+    /// `cluster_bits` of the geometry.
+    bits: u32,
 }
 
 impl Model {
     fn new(geo: &Geometry, used: &[(u64, u64)]) -> Model {
-        let mut blocks = vec![B::Free; geo.blocks_count() as usize];
+        let mut m = Model {
+            blocks: vec![B::Free; geo.clusters_count() as usize],
+            live: Vec::new(),
+            bits: geo.cluster_bits(),
+        };
         for &(s, l) in used {
-            for b in s..s + l {
-                blocks[b as usize] = B::Used(0);
+            for c in m.clusters(Extent::new(s, l as u32)) {
+                m.blocks[c] = B::Used(0);
             }
         }
-        Model {
-            blocks,
-            live: Vec::new(),
-        }
+        m
     }
     fn count(&self, f: impl Fn(B) -> bool) -> u64 {
         self.blocks.iter().filter(|&&b| f(b)).count() as u64
+    }
+    /// The clusters holding any block of `e`.
+    fn clusters(&self, e: Extent) -> std::ops::Range<usize> {
+        let first = e.start >> self.bits;
+        let end = (e.end() - 1) >> self.bits;
+        first as usize..end as usize + 1
+    }
+    /// Blocks of `n` clusters.
+    fn c2b(&self, n: u64) -> u64 {
+        n << self.bits
     }
 }
 
@@ -53,7 +69,9 @@ enum Op {
         goal: u64,
     },
     /// A free, by the owner that was given the blocks, or (`as_owner`) by another: a caller's
-    /// bug the allocator cannot see, which must still hand no block out twice.
+    /// bug the allocator cannot see, which must still hand no block out twice. A `trim`
+    /// frees only the tail and keeps a partial cluster the head still uses
+    /// (`NOFREE_FIRST_CLUSTER`, as a truncate inside a cluster does).
     Free {
         pick: usize,
         trim: u32,
@@ -209,7 +227,7 @@ fn run(policy: &str, journal: bool, ops: Vec<Op>) -> Result<(), TestCaseError> {
 /// each operation, the allocator's consistency and counters against the model. Goals wrap
 /// into the filesystem (the generated range fits the default geometry as it is).
 fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError> {
-    let blocks = m.blocks.len() as u64;
+    let blocks = m.c2b(m.blocks.len() as u64);
     for op in ops {
         match op {
             Op::Alloc {
@@ -225,20 +243,25 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     Ok(got) => {
                         let e = got.extent;
                         prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
-                        for b in e.start..e.end() {
+                        // The blocks sit where the logical block sits in its cluster.
+                        let mask = m.c2b(1) - 1;
+                        prop_assert_eq!(e.start & mask, u64::from(req.logical) & mask);
+                        for c in m.clusters(e) {
                             prop_assert_eq!(
-                                m.blocks[b as usize],
+                                m.blocks[c],
                                 B::Free,
-                                "block {} handed out while {:?}",
-                                b,
-                                m.blocks[b as usize]
+                                "cluster {} handed out while {:?}",
+                                c,
+                                m.blocks[c]
                             );
-                            m.blocks[b as usize] = B::Used(owner);
+                            m.blocks[c] = B::Used(owner);
                         }
                         m.live.push((owner, e));
                     }
                     Err(Error::NoSpace { .. }) => {
-                        prop_assert!(m.count(|b| b == B::Free) < u64::from(req.len))
+                        let offset = u64::from(req.logical) & (m.c2b(1) - 1);
+                        let wanted = (offset + u64::from(req.len)).div_ceil(m.c2b(1));
+                        prop_assert!(m.count(|b| b == B::Free) < wanted)
                     }
                     Err(e) => prop_assert!(false, "unexpected error {e}"),
                 }
@@ -248,10 +271,10 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                 if let Ok(got) = a.allocate(&req) {
                     let e = got.extent;
                     prop_assert!(e.len >= 1 && e.len <= req.len, "{e:?} for {req:?}");
-                    prop_assert!(e.end() <= m.blocks.len() as u64, "{e:?} for {req:?}");
-                    for b in e.start..e.end() {
-                        prop_assert_eq!(m.blocks[b as usize], B::Free, "block {} for {:?}", b, req);
-                        m.blocks[b as usize] = B::Used(req.owner);
+                    prop_assert!(e.end() <= m.c2b(m.blocks.len() as u64), "{e:?} for {req:?}");
+                    for c in m.clusters(e) {
+                        prop_assert_eq!(m.blocks[c], B::Free, "cluster {} for {:?}", c, req);
+                        m.blocks[c] = B::Used(req.owner);
                     }
                     m.live.push((req.owner, e));
                 }
@@ -265,18 +288,23 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                     continue;
                 }
                 let (owner, mut e) = m.live.swap_remove(pick % m.live.len());
+                let mut flags = FreeFlags::default();
+                let mut freed = m.clusters(e);
                 if trim > 0 && e.len > trim {
-                    // Free only the tail, keep the head live (a truncate).
+                    // Free only the tail, keep the head live (a truncate); a cluster the
+                    // head still uses stays allocated.
                     let head = Extent::new(e.start, e.len - trim);
                     e = Extent::new(e.start + u64::from(e.len - trim), trim);
                     m.live.push((owner, head));
+                    flags = FreeFlags::NOFREE_FIRST_CLUSTER;
+                    freed = m.clusters(head).end..freed.end;
                 }
-                a.free(as_owner.unwrap_or(owner), e)
+                a.free_with_flags(as_owner.unwrap_or(owner), e, flags)
                     .map_err(|err| TestCaseError::fail(err.to_string()))?;
                 // Without a journal nothing waits for a commit (`ext4_mb_clear_bb`).
                 let now = if a.journal() { B::Pending } else { B::Free };
-                for b in e.start..e.end() {
-                    m.blocks[b as usize] = now;
+                for c in freed {
+                    m.blocks[c] = now;
                 }
             }
             Op::Commit => {
@@ -306,25 +334,31 @@ fn check(a: &Allocator, mut m: Model, ops: Vec<Op>) -> Result<(), TestCaseError>
                 else {
                     continue;
                 };
-                let err = a.free(1, Extent::new(b as u64, 1));
+                let block = m.c2b(b as u64);
+                let err = a.free(1, Extent::new(block, 1));
                 prop_assert!(
-                    matches!(err, Err(Error::NotAllocated { block, .. }) if block == b as u64),
+                    matches!(err, Err(Error::NotAllocated { block: at, .. }) if at == block),
                     "{err:?}"
                 );
             }
         }
         prop_assert!(a.check_consistency().is_ok(), "{:?}", a.check_consistency());
-        prop_assert_eq!(a.free_blocks(), m.count(|b| !matches!(b, B::Used(_))));
-        prop_assert_eq!(a.pending_blocks(), m.count(|b| b == B::Pending));
+        prop_assert_eq!(
+            a.free_blocks(),
+            m.c2b(m.count(|b| !matches!(b, B::Used(_))))
+        );
+        prop_assert_eq!(a.pending_blocks(), m.c2b(m.count(|b| b == B::Pending)));
     }
     Ok(())
 }
 
 /// A small filesystem of any shape the geometry accepts: 1 KiB or 4 KiB blocks (with
-/// `first_data_block` 1 or 0), groups of 8 blocks up to full size, a short last group, any
-/// flex_bg size; a few blocks in use at the start.
+/// `first_data_block` 1 or 0), groups of 8 clusters up to full size, a short last group, any
+/// flex_bg size, one block per cluster or (bigalloc, first data block 0) 2 to 16; a few
+/// blocks in use at the start.
 fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
     let units = prop_oneof![1u32..=8, 1u32..=4096];
+    let cluster_bits = prop_oneof![2 => Just(0u32), 1 => 1u32..=4];
     (
         any::<bool>(),
         units,
@@ -332,13 +366,15 @@ fn small_geometry() -> impl Strategy<Value = (Geometry, Vec<(u64, u64)>)> {
         0u32..=100,
         0u32..=4,
         0u64..40,
+        cluster_bits,
     )
-        .prop_map(|(kib, units, groups, tail_pct, flex_log, used)| {
-            let (bs, first) = if kib { (1024, 1) } else { (4096, 0) };
-            let bpg = 8 * units.min(bs);
-            let tail = u64::from(bpg) * u64::from(tail_pct) / 100;
-            let count = first + (groups - 1) * u64::from(bpg) + tail.max(1);
-            let geo = Geometry::new(bs, bpg, count, first, 1 << flex_log).unwrap();
+        .prop_map(|(kib, units, groups, tail_pct, flex_log, used, bits)| {
+            let bs = if kib { 1024 } else { 4096 };
+            let first = u64::from(kib && bits == 0);
+            let cpg = 8 * units.min(bs);
+            let tail = u64::from(cpg) * u64::from(tail_pct) / 100;
+            let count = first + (((groups - 1) * u64::from(cpg) + tail.max(1)) << bits);
+            let geo = Geometry::with_clusters(bs, bits, cpg, count, first, 1 << flex_log).unwrap();
             let used = used.min(count - first - 1);
             (
                 geo,
@@ -380,7 +416,7 @@ fn run_small(
         .prefetch_threads(0)
         .build()
         .unwrap();
-    // The model counts blocks from 0; blocks below first_data_block do not exist.
+    // The model counts clusters from 0; blocks below first_data_block do not exist.
     let mut m = Model::new(&geo, &used);
     for b in m.blocks.iter_mut().take(geo.first_data_block() as usize) {
         *b = B::Used(0);
@@ -633,7 +669,18 @@ fn reuse_at_once_without_a_journal() {
 #[test]
 fn threads_never_share_a_block() {
     for p in Policy::ALL {
-        threads_under(p, false, None, WITH_JOURNAL);
+        threads_under(p, false, None, WITH_JOURNAL, 0);
+    }
+}
+
+/// The same with bigalloc clusters of 4 and 16 blocks: no cluster is ever handed out twice
+/// (each request's blocks start where its logical block sits in its cluster).
+#[test]
+fn threads_never_share_a_cluster() {
+    for p in Policy::ALL {
+        for bits in [2, 4] {
+            threads_under(p, false, None, WITH_JOURNAL, bits);
+        }
     }
 }
 
@@ -642,7 +689,7 @@ fn threads_never_share_a_block() {
 #[test]
 fn threads_with_tunables_changing_under_them() {
     for p in Policy::ALL {
-        threads_under(p, true, None, WITH_JOURNAL);
+        threads_under(p, true, None, WITH_JOURNAL, 0);
     }
 }
 
@@ -654,7 +701,7 @@ fn threads_with_tunables_changing_under_them() {
 #[test]
 fn threads_on_lazy_groups_with_a_small_cache() {
     for p in Policy::ALL {
-        let (a, owners) = threads_under(p, false, Some(3), WITH_JOURNAL);
+        let (a, owners) = threads_under(p, false, Some(3), WITH_JOURNAL, 0);
         assert!(a.stats().evictions > 0, "{p:?}: the cache never evicted");
         held_blocks_are_used(&a, &owners, p);
     }
@@ -680,7 +727,7 @@ fn held_blocks_are_used(a: &Allocator, owners: &[AtomicU8], p: Policy) {
 #[test]
 fn threads_without_a_journal_on_64k_pages() {
     for p in Policy::ALL {
-        let (a, owners) = threads_under(p, false, Some(3), (false, 65536));
+        let (a, owners) = threads_under(p, false, Some(3), (false, 65536), 0);
         assert_eq!(a.pending_blocks(), 0);
         held_blocks_are_used(&a, &owners, p);
     }
@@ -744,7 +791,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool, journal: bool) {
                     let req = request(owner, (i % 40) * 700, len, (i % 4) as u8, th as u32, goal);
                     match a.allocate(&req) {
                         Ok(x) => {
-                            claim(&owners, x.extent, th, policy);
+                            claim(&owners, x.extent, th, policy, 0);
                             live.push((owner, x.extent));
                         }
                         Err(Error::NoSpace { .. }) => {
@@ -756,7 +803,7 @@ fn full_filesystem_under(policy: Policy, optimize: bool, journal: bool) {
                                 if k % 3 == 0 {
                                     return true;
                                 }
-                                release(&owners, e);
+                                release(&owners, e, 0);
                                 a.free(o, e).unwrap();
                                 false
                             });
@@ -818,20 +865,26 @@ fn full_filesystem_under(policy: Policy, optimize: bool, journal: bool) {
     assert_eq!(got, free, "{policy:?} optimize {optimize}: blocks lost");
 }
 
-/// Marks `e` held by thread `th` in the ownership array: no block of it may be held already.
-fn claim(owners: &[AtomicU8], e: Extent, th: u64, policy: Policy) {
-    for b in e.start..e.end() {
+/// The clusters (of `2^bits` blocks) holding the blocks of `e`.
+fn clusters(e: Extent, bits: u32) -> std::ops::RangeInclusive<u64> {
+    (e.start >> bits)..=((e.end() - 1) >> bits)
+}
+
+/// Marks the clusters of `e` (blocks without bigalloc) held by thread `th` in the ownership
+/// array, one entry per cluster: none of them may be held already.
+fn claim(owners: &[AtomicU8], e: Extent, th: u64, policy: Policy, bits: u32) {
+    for b in clusters(e, bits) {
         let prev = owners[b as usize].swap(th as u8 + 1, Ordering::SeqCst);
         assert_eq!(
             prev, 0,
-            "{policy:?}: block {b} handed to thread {th} while held by {prev}"
+            "{policy:?}: cluster {b} handed to thread {th} while held by {prev}"
         );
     }
 }
 
-/// Marks `e` held by nobody, before it is freed.
-fn release(owners: &[AtomicU8], e: Extent) {
-    for b in e.start..e.end() {
+/// Marks the clusters of `e` held by nobody, before it is freed.
+fn release(owners: &[AtomicU8], e: Extent, bits: u32) {
+    for b in clusters(e, bits) {
         owners[b as usize].store(0, Ordering::SeqCst);
     }
 }
@@ -848,10 +901,11 @@ fn threads_under(
     tune: bool,
     cache: Option<u32>,
     (journal, page_size): (bool, u32),
+    bits: u32,
 ) -> (Arc<Allocator>, Arc<Vec<AtomicU8>>) {
     // 8 groups; 32 when the cache bounds them, so that goals keep landing on unloaded ones.
-    let size = if cache.is_some() { 4 << 30 } else { 1 << 30 };
-    let geo = Geometry::ext4_default(size).unwrap();
+    let size: u64 = if cache.is_some() { 4 << 30 } else { 1 << 30 };
+    let geo = Geometry::with_clusters(4096, bits, 32768, (size / 4096) << bits, 0, 16).unwrap();
     let mut t = policy.tunables(&geo, 4);
     t.mb_optimize_scan = true;
     let mut b = Allocator::builder(geo)
@@ -872,8 +926,11 @@ fn threads_under(
     let a = Arc::new(b.build().unwrap());
     let (spread, groups, bpg) = (cache.is_some(), geo.group_count(), geo.blocks_per_group());
     let commit_every = if spread { 10 } else { 50 };
-    let owners: Arc<Vec<AtomicU8>> =
-        Arc::new((0..geo.blocks_count()).map(|_| AtomicU8::new(0)).collect());
+    let owners: Arc<Vec<AtomicU8>> = Arc::new(
+        (0..geo.clusters_count())
+            .map(|_| AtomicU8::new(0))
+            .collect(),
+    );
     let handles: Vec<_> = (0..4u64)
         .map(|th| {
             let (a, owners) = (a.clone(), owners.clone());
@@ -891,16 +948,16 @@ fn threads_under(
                     let mut req = request(owner, (i % 40) * 300, len, kind, th as u32, 0);
                     if spread {
                         let g = u64::from(i * 5 + th as u32 * 3) % u64::from(groups);
-                        req = req.with_goal(g * u64::from(bpg) + u64::from(i % 7) * 1000);
+                        req = req.with_goal(g * bpg + u64::from(i % 7) * 1000);
                     }
                     if let Ok(x) = a.allocate(&req) {
-                        claim(&owners, x.extent, th, policy);
+                        claim(&owners, x.extent, th, policy, bits);
                         live.push((owner, x.extent));
                     }
                     if i % 3 == 0 && !live.is_empty() {
                         let (o, e): (u64, Extent) =
                             live.swap_remove((i as usize * 13) % live.len());
-                        release(&owners, e);
+                        release(&owners, e, bits);
                         a.free(o, e).unwrap();
                     }
                     if i % commit_every == 0 {

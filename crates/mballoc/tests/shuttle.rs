@@ -97,6 +97,8 @@ struct Mount {
     block_size: u32,
     page_size: u32,
     journal: bool,
+    /// bigalloc: the groups' `BPG` bits count clusters of `2^cluster_bits` blocks.
+    cluster_bits: u32,
 }
 
 /// 4 KiB blocks in 4 KiB pages, with a journal.
@@ -104,6 +106,7 @@ const X86: Mount = Mount {
     block_size: 4096,
     page_size: 4096,
     journal: true,
+    cluster_bits: 0,
 };
 
 /// [`fs`] mounted as `m`: with 1 KiB blocks in 4 KiB pages, or 4 KiB blocks in 16 KiB pages,
@@ -116,7 +119,8 @@ fn fs_of(
     lazy_cache: Option<u32>,
     readers: usize,
 ) -> Arc<Allocator> {
-    let geo = Geometry::new(m.block_size, BPG, GROUPS * u64::from(BPG), 0, 4).unwrap();
+    let blocks = (GROUPS * u64::from(BPG)) << m.cluster_bits;
+    let geo = Geometry::with_clusters(m.block_size, m.cluster_bits, BPG, blocks, 0, 4).unwrap();
     let mut t = policy.tunables(&geo, 2);
     t.mb_optimize_scan = optimize;
     let mut b = Allocator::builder(geo)
@@ -131,28 +135,37 @@ fn fs_of(
     Arc::new(b.build().unwrap())
 }
 
-/// Who holds each block (0: nobody, else thread + 1).
-struct Holders(Vec<AtomicU8>);
+/// Who holds each cluster (each block without bigalloc; 0: nobody, else thread + 1), and the
+/// clusters' `cluster_bits`.
+struct Holders(Vec<AtomicU8>, u32);
 
 impl Holders {
     fn new() -> Arc<Holders> {
+        Self::of_clusters(0)
+    }
+    fn of_clusters(bits: u32) -> Arc<Holders> {
         Arc::new(Holders(
             (0..GROUPS * u64::from(BPG))
                 .map(|_| AtomicU8::new(0))
                 .collect(),
+            bits,
         ))
     }
+    /// The clusters holding `e`'s blocks.
+    fn clusters(&self, e: Extent) -> std::ops::RangeInclusive<u64> {
+        (e.start >> self.1)..=((e.end() - 1) >> self.1)
+    }
     fn claim(&self, e: Extent, th: u8) {
-        for b in e.start..e.end() {
+        for b in self.clusters(e) {
             let prev = self.0[b as usize].swap(th + 1, Ordering::SeqCst);
             assert_eq!(
                 prev, 0,
-                "block {b} handed to thread {th} while held by {prev}"
+                "cluster {b} handed to thread {th} while held by {prev}"
             );
         }
     }
     fn release(&self, e: Extent) {
-        for b in e.start..e.end() {
+        for b in self.clusters(e) {
             self.0[b as usize].store(0, Ordering::SeqCst);
         }
     }
@@ -170,7 +183,8 @@ fn drain(a: &Allocator, live: Vec<(u64, Extent)>, owners: impl Iterator<Item = u
     }
     a.discard_group_preallocations();
     a.check_consistency().unwrap();
-    let free = GROUPS * u64::from(BPG) - RESERVED;
+    let geo = a.geometry();
+    let free = geo.c2b(geo.clusters_count() - geo.num_b2c(RESERVED));
     assert_eq!(a.free_blocks(), free);
     assert_eq!(a.pending_blocks(), 0);
     assert!(a.preallocations().is_empty(), "{:?}", a.preallocations());
@@ -229,8 +243,17 @@ fn join_all(workers: Vec<thread::JoinHandle<Held>>) -> Held {
 /// (`discard_preallocations_for`) while their owners allocate from them.
 /// Returns whether a request was refused for want of space.
 fn full_filesystem(policy: Policy, optimize: bool) -> bool {
-    let a = fs(policy, optimize, None, 0);
-    let held = Holders::new();
+    full_filesystem_of(policy, optimize, 0)
+}
+
+/// [`full_filesystem`] with clusters of `2^cluster_bits` blocks.
+fn full_filesystem_of(policy: Policy, optimize: bool, cluster_bits: u32) -> bool {
+    let mount = Mount {
+        cluster_bits,
+        ..X86
+    };
+    let a = fs_of(mount, policy, optimize, None, 0);
+    let held = Holders::of_clusters(cluster_bits);
     let workers: Vec<_> = (0..2u64)
         .map(|th| {
             let (a, held) = (a.clone(), held.clone());
@@ -238,8 +261,10 @@ fn full_filesystem(policy: Policy, optimize: bool) -> bool {
                 let (mut live, mut refused) = (Vec::new(), 0);
                 for i in 0..16u32 {
                     let owner = worker_owner(th, i);
-                    let len = 1 + (i * 53 + th as u32 * 31) % 200;
-                    let goal = u64::from(i * 97 + th as u32 * 301) % (GROUPS * u64::from(BPG));
+                    // Lengths and goals scaled to the clusters, so that the space runs out.
+                    let len = (1 + (i * 53 + th as u32 * 31) % 200) << cluster_bits;
+                    let goal = u64::from(i * 97 + th as u32 * 301)
+                        % ((GROUPS * u64::from(BPG)) << cluster_bits);
                     let kind = ((i + th as u32) % 4) as u8;
                     let req = request(owner, (i / 3) * 160, len, kind, th as u32, goal);
                     match a.allocate(&req) {
@@ -325,6 +350,15 @@ fn full_filesystem_linux_6_18() {
 fn full_filesystem_proposed_optimized() {
     explore_reaching("ran out of space", || {
         full_filesystem(Policy::Proposed, true)
+    });
+}
+
+/// The same with bigalloc clusters of 4 blocks: the claims, refusals, frees (whole clusters)
+/// and discards work in clusters, requests in blocks.
+#[test]
+fn full_filesystem_bigalloc_linux_6_18() {
+    explore_reaching("ran out of space", || {
+        full_filesystem_of(Policy::Linux618, true, 2)
     });
 }
 
@@ -617,7 +651,7 @@ fn reused_only_when_durable(store: &dyn Store, before: CommitId, e: Extent) {
     for x in e.start..e.end() {
         let (g, off) = geo.locate(x);
         let bits = store.read_bitmap(g).unwrap();
-        stored.push(Bitmap::from_bytes(bits.as_bytes(), geo.blocks_per_group()).get(off));
+        stored.push(Bitmap::from_bytes(bits.as_bytes(), geo.clusters_per_group()).get(off));
     }
     if store.last_commit() == before {
         let used: Vec<u64> = (e.start..e.end())

@@ -80,7 +80,7 @@ impl BitmapSource for AgedSource {
         if let Some(b) = self.overlay.read().get(&group) {
             return Ok(b.clone());
         }
-        let bpg = self.geo.blocks_per_group();
+        let bpg = self.geo.clusters_per_group();
         let mut b = Bitmap::new(bpg);
         b.set_range(self.geo.group_len(group), bpg);
         self.used_runs(group, |s, n| b.set_range(s, s + n));

@@ -142,14 +142,14 @@ impl Pattern {
 
 /// The file system W1 runs on: a fresh mkfs.ext4 layout, its metadata in use as in the lab's
 /// workloads, and its inodes per group, which place an empty file's first goal.
-struct Volume {
-    geo: Geometry,
+pub(crate) struct Volume {
+    pub(crate) geo: Geometry,
     used: Vec<(u64, u64)>,
     inodes_per_group: u32,
 }
 
 impl Volume {
-    fn new(bytes: u64) -> Result<Volume, BenchError> {
+    pub(crate) fn new(bytes: u64) -> Result<Volume, BenchError> {
         let l = mkfs::layout(bytes)?;
         let geo = Geometry::new(
             mkfs::BLOCK_SIZE as u32,
@@ -167,7 +167,7 @@ impl Volume {
 
     /// A freshly mounted allocator over this volume under `p` with `settings` on top, for
     /// `cpus` CPUs.
-    fn allocator(
+    pub(crate) fn allocator(
         &self,
         p: Policy,
         cpus: u32,
@@ -182,14 +182,14 @@ impl Volume {
 }
 
 /// One thread's private file: its inode, extents and the next logical block.
-struct File {
+pub(crate) struct File {
     ino: u64,
     extents: Vec<Extent>,
-    place: u32,
+    pub(crate) place: u32,
 }
 
 impl File {
-    fn new(ino: u64) -> File {
+    pub(crate) fn new(ino: u64) -> File {
         File {
             ino,
             extents: Vec::new(),
@@ -198,7 +198,7 @@ impl File {
     }
 
     /// The next W1 request: `chunk` blocks at `place`, built as `pattern` builds it.
-    fn request(&self, pattern: Pattern, chunk: u32, cpu: u32, vol: &Volume) -> Request {
+    pub(crate) fn request(&self, pattern: Pattern, chunk: u32, cpu: u32, vol: &Volume) -> Request {
         match pattern {
             Pattern::Fallocate2 => self.fallocate_request(chunk, cpu, vol),
             Pattern::Appenders => self.append_request(chunk, cpu, vol),
@@ -242,7 +242,7 @@ impl File {
         }
     }
 
-    fn add(&mut self, e: Extent) {
+    pub(crate) fn add(&mut self, e: Extent) {
         self.place += e.len;
         match self.extents.last_mut() {
             Some(l) if l.end() == e.start => l.len += e.len,
@@ -251,7 +251,7 @@ impl File {
     }
 
     /// Truncate to 0: free every extent, drop the PAs, commit.
-    fn truncate(&mut self, a: &Allocator) -> Result<(), BenchError> {
+    pub(crate) fn truncate(&mut self, a: &Allocator) -> Result<(), BenchError> {
         for e in self.extents.drain(..) {
             a.free(self.ino, e)?;
         }
@@ -583,7 +583,7 @@ mod tests {
     fn fallocate2_never_preallocates_and_streams_past_the_small_file_phase() {
         let vol = Volume::new(FS_BYTES).unwrap();
         let first_group = inode_goal(&vol.geo, FIRST_FILE_INO, vol.inodes_per_group)
-            / u64::from(vol.geo.blocks_per_group());
+            / u64::from(vol.geo.clusters_per_group());
         for p in POLICIES {
             let a = vol.allocator(p, 2, &[]).unwrap();
             let free = a.free_blocks();

@@ -163,6 +163,28 @@ impl InitialState {
         self.used_ranges().iter().map(|&(_, len)| len).sum()
     }
 
+    /// The allocator's geometry of this file system: with bigalloc, clusters of
+    /// `cluster_size` bytes and `blocks_per_group / ratio` clusters per group.
+    pub fn geometry(&self) -> Result<mballoc::Geometry, mballoc::GeometryError> {
+        let ratio = (self.cluster_size / self.block_size.max(1)).max(1);
+        if !ratio.is_power_of_two() || !self.cluster_size.is_multiple_of(self.block_size.max(1)) {
+            return Err(mballoc::GeometryError {
+                field: "cluster_size",
+                value: self.cluster_size.into(),
+                reason: "a power-of-two multiple of the block size",
+            });
+        }
+        let bits = ratio.trailing_zeros();
+        mballoc::Geometry::with_clusters(
+            self.block_size,
+            bits,
+            self.blocks_per_group >> bits,
+            self.blocks_count,
+            self.first_data_block,
+            self.flex_bg_size.max(1),
+        )
+    }
+
     /// Reads and checks `initial_state.json`.
     pub fn load(file: &Path) -> Result<Self, CaseError> {
         let state: InitialState = super::read_json(file)?;

@@ -73,7 +73,7 @@ fn image_run(s: &str) -> Result<workload::ImageRun, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadList(pub Vec<u32>);
 
-fn thread_list(s: &str) -> Result<ThreadList, String> {
+pub fn thread_list(s: &str) -> Result<ThreadList, String> {
     parse::threads(s).map(ThreadList)
 }
 
@@ -159,6 +159,9 @@ pub struct GroupsArgs {
     /// Read the image even if it is mounted read-write (its state may be inconsistent).
     #[arg(long, requires = "image")]
     pub allow_mounted: bool,
+    /// Layout settings `name=value` of the fresh file system: `cluster_kib` (bigalloc).
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse::setting, conflicts_with = "image")]
+    pub settings: Vec<String>,
 }
 
 /// An ext4 image to read.

@@ -16,5 +16,6 @@ pub mod replay;
 pub mod reproduce;
 pub mod run;
 pub mod summary;
+pub mod vcpus;
 
 pub use error::CliError;

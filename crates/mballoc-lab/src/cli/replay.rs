@@ -17,11 +17,20 @@ pub fn cmd_groups(a: &GroupsArgs) -> Result<(), CliError> {
         return super::image::cmd_groups_image(image, a.allow_mounted);
     }
     let other = |e: &dyn std::fmt::Display| CliError::Other(e.to_string());
-    let layout =
-        mballoc_lab::mkfs::layout(a.fs_size).map_err(|e| CliError::Usage(e.to_string()))?;
-    let geo = Geometry::new(
+    let lab = mballoc_lab::workload::settings::LabSettings::parse(&a.settings)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    if let Some(kv) = a.settings.iter().find(|kv| !kv.starts_with("cluster_kib=")) {
+        return Err(CliError::Usage(format!(
+            "groups takes only the layout setting cluster_kib, not {kv:?}"
+        )));
+    }
+    let bits = lab.cluster_bits;
+    let layout = mballoc_lab::mkfs::layout_clustered(a.fs_size, bits)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let geo = Geometry::with_clusters(
         4096,
-        layout.blocks_per_group,
+        bits,
+        layout.blocks_per_group >> bits,
         layout.blocks_count,
         0,
         layout.flex_bg_size,

@@ -25,7 +25,7 @@ pub fn inode_goal(geo: &Geometry, ino: u64, inodes_per_group: u32) -> u64 {
     if flex >= 4 {
         group = (group & !(flex - 1)) + 1;
     }
-    let block = geo.first_data_block() + group * u64::from(geo.blocks_per_group());
+    let block = geo.first_data_block() + group * geo.blocks_per_group();
     clamp_goal(geo, block)
 }
 

@@ -132,7 +132,7 @@ pub fn replay_on_image(
         match rec {
             Record::Alloc(r) => {
                 rep.allocs += 1;
-                let mut req = request(r, extents);
+                let mut req = request(r, extents, &geo);
                 req.goal = match placed.translate(r.goal) {
                     Some(g) => {
                         rep.goals_followed += 1;
@@ -175,7 +175,13 @@ pub fn replay_on_image(
                     rep.frees_skipped += 1;
                 }
                 for (s, n) in pieces {
-                    match free_as_captured(&a, f.ino, Extent::new(s, n as u32), f.tid) {
+                    match free_as_captured(
+                        &a,
+                        f.ino,
+                        Extent::new(s, n as u32),
+                        mballoc::FreeFlags(f.flags),
+                        f.tid,
+                    ) {
                         Ok(()) => rep.frees_applied += 1,
                         Err(_) => rep.free_errors += 1,
                     }
@@ -216,7 +222,7 @@ fn end_state(a: &Allocator) -> Result<FreeSpace, ImageError> {
         .collect();
     Ok(FreeSpace::from_extents(
         &groups,
-        geo.blocks_per_group(),
+        geo.clusters_per_group(),
         geo.block_size(),
     )?)
 }

@@ -48,6 +48,9 @@ pub enum LabError {
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::MetricsError),
 
+    #[error("{what} is not supported")]
+    Unsupported { what: String },
+
     #[error("a worker thread of {workload} panicked: {message}")]
     WorkerPanicked { workload: String, message: String },
 }

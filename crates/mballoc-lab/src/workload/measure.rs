@@ -83,7 +83,7 @@ pub fn free_space(env: &Env, touched: &HashSet<u32>) -> Result<FreeSpace, LabErr
     }
     Ok(FreeSpace::from_extents(
         &groups,
-        env.geo.blocks_per_group(),
+        env.geo.clusters_per_group(),
         env.geo.block_size(),
     )?)
 }
@@ -281,7 +281,7 @@ fn file_metrics(
 
     let d = e4defrag_score(
         &fx,
-        env.geo.blocks_per_group(),
+        env.geo.clusters_per_group(),
         env.geo.flex_bg_size().max(1),
         bs,
     )?;
@@ -413,7 +413,7 @@ fn allocator_metrics(
 /// claimed), and the allocator's stage, forced and reset counters.
 fn size_classes(env: &Env, touched: &HashSet<u32>, space: &FreeSpace) -> Result<Value, LabError> {
     let a = env.fs.allocator();
-    let bpg = u64::from(env.geo.blocks_per_group());
+    let bpg = u64::from(env.geo.clusters_per_group());
     let mut groups = Vec::with_capacity(space.group_count());
     for g in 0..space.group_count() {
         let len = u64::from(env.geo.group_len(g as u32));

@@ -84,6 +84,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "0: files allocate no extent-tree blocks (default 1: a leaf past 4 extents, as ext4)",
     ),
     (
+        "cluster_kib",
+        "bigalloc cluster size in KiB (8 ..= 262144, a power of two; mkfs.ext4 -O bigalloc -C): `groups` and replays only, runs refuse it",
+    ),
+    (
         "commit_clock",
         "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
     ),

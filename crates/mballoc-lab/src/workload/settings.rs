@@ -20,6 +20,8 @@ pub struct LabSettings {
     pub scale: Option<f64>,
     /// Whether files allocate extent-tree blocks (on unless `extent_tree=0`).
     pub extent_tree: bool,
+    /// log2 of the blocks per bigalloc cluster (`cluster_kib`; 0 = one block per cluster).
+    pub cluster_bits: u32,
     /// fsperf tests: jbd2 commits on the simulated clock (on unless `commit_clock=0`).
     pub commit_clock: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
@@ -45,6 +47,7 @@ impl Default for LabSettings {
             lazy: None,
             scale: None,
             extent_tree: true,
+            cluster_bits: 0,
             commit_clock: true,
             journal: None,
             page_size: None,
@@ -78,6 +81,20 @@ fn switch(name: &str, v: &str) -> Result<bool, LabError> {
         "1" | "on" | "true" => Ok(true),
         "0" | "off" | "false" => Ok(false),
         _ => Err(LabError::bad(name, v, "0 or 1")),
+    }
+}
+
+/// `cluster_kib`: a power of two from 8 KiB (2 blocks of 4 KiB) to 256 MiB (mke2fs's
+/// largest cluster with 32768 clusters per group under 2^32 blocks); log2 of its blocks.
+fn cluster_bits(name: &str, v: &str) -> Result<u32, LabError> {
+    let max_kib = 4u64 << crate::mkfs::MAX_CLUSTER_BITS;
+    match v.parse::<u64>() {
+        Ok(k) if k.is_power_of_two() && (8..=max_kib).contains(&k) => Ok((k / 4).trailing_zeros()),
+        _ => Err(LabError::bad(
+            name,
+            v,
+            format!("a power of two from 8 to {max_kib} (KiB)"),
+        )),
     }
 }
 
@@ -122,6 +139,7 @@ impl LabSettings {
                 }
                 "lazy" => s.lazy = Some(switch(name, v)?),
                 "extent_tree" => s.extent_tree = switch(name, v)?,
+                "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
                 "commit_clock" => s.commit_clock = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {
@@ -192,6 +210,16 @@ mod tests {
         assert!(LabSettings::parse(&v(&["novalue"])).is_err());
         assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
         assert!(LabSettings::parse(&v(&["age=0.5", "prefill=0.5"])).is_err());
+        assert_eq!(
+            LabSettings::parse(&v(&["cluster_kib=64"]))
+                .unwrap()
+                .cluster_bits,
+            4
+        );
+        for bad in ["4", "48", "524288", "x"] {
+            let e = LabSettings::parse(&v(&[&format!("cluster_kib={bad}")])).unwrap_err();
+            assert!(e.to_string().contains(bad), "{e}");
+        }
         assert!(LabSettings::parse(&v(&["journal=maybe"])).is_err());
         assert!(LabSettings::parse(&v(&["page_size=0"])).is_err());
         let s = LabSettings::parse(&v(&["journal=0", "page_size=65536"])).unwrap();

@@ -97,6 +97,18 @@ fn device(
 /// Builds the environment for `cfg`.
 pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<Env, LabError> {
     let lab = LabSettings::parse(&cfg.settings)?;
+    if lab.cluster_bits > 0 {
+        // The file layer maps block by block: it has no implied cluster allocation
+        // (`get_implied_cluster_alloc`) and no partial-cluster frees on truncate
+        // (`ext4_ext_remove_space`), so a bigalloc run would free clusters a file still uses.
+        return Err(LabError::Unsupported {
+            what: format!(
+                "cluster_kib={} in runs (the file layer does not map blocks inside clusters; \
+                 bigalloc is supported by the allocator, `groups` and replays)",
+                4u64 << lab.cluster_bits
+            ),
+        });
+    }
     if cfg.threads == 0 || cfg.threads > MAX_THREADS {
         return Err(LabError::bad(
             "threads",

@@ -207,6 +207,13 @@ impl Builder {
     /// lazy. Errors: a geometry or used ranges the source refuses, a store that does not fit.
     pub fn build(self) -> Result<Allocator, Error> {
         let geo = self.geo;
+        if self.store.is_some() && geo.cluster_bits() > 0 {
+            // The store's format has no cluster size.
+            return Err(Error::Unsupported {
+                what: "a store with bigalloc clusters",
+                cluster_bits: geo.cluster_bits(),
+            });
+        }
         let pages = BuddyPages::new(geo.block_size(), self.page_size)?;
         let durable = self
             .store
@@ -220,6 +227,12 @@ impl Builder {
         let tun = self
             .tunables
             .unwrap_or_else(|| Tunables::for_geometry(&geo, self.cpus));
+        if tun.stripe > 0 && geo.cluster_bits() > 0 {
+            return Err(Error::Unsupported {
+                what: "a RAID stripe with bigalloc clusters",
+                cluster_bits: geo.cluster_bits(),
+            });
+        }
         let n = geo.group_count();
         let groups: Box<[Group]> = (0..n)
             .map(|g| Group::unloaded(g, source.descriptor_free(g)))
@@ -356,11 +369,12 @@ impl Allocator {
 
     /// Free blocks as the on-disk descriptors count them (pending frees included).
     pub fn free_blocks(&self) -> u64 {
-        self.free_blocks.sum().max(0) as u64
+        // The counters count clusters (`s_freeclusters_counter`).
+        self.geo.c2b(self.free_blocks.sum().max(0) as u64)
     }
     /// Blocks freed but waiting for a commit before they can be reused.
     pub fn pending_blocks(&self) -> u64 {
-        self.free_pending.sum().max(0) as u64
+        self.geo.c2b(self.free_pending.sum().max(0) as u64)
     }
 
     /// The counters of `/proc/fs/ext4/<dev>/mb_stats`.
@@ -520,7 +534,7 @@ impl Allocator {
             Ok(d) => d,
             Err(e) => return Err(self.load_failed(grp, st, e)),
         };
-        let bpg = self.geo.blocks_per_group();
+        let bpg = self.geo.clusters_per_group();
         let buddy = Buddy::generate(&disk, self.geo.group_len(grp.no), bpg, self.geo.bsbits());
         if buddy.free() != st.desc_free {
             // ext4_mb_generate_buddy: "block bitmap and bg descriptor inconsistent".

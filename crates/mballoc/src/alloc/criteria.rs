@@ -194,7 +194,7 @@ impl Allocator {
         }
         // s_blockfile_groups: indirect-mapped files cannot address blocks ≥ 2^32.
         let limit = ((1u64 << 32).saturating_sub(self.geo.first_data_block())
-            / u64::from(self.geo.blocks_per_group())) as u32;
+            / self.geo.blocks_per_group()) as u32;
         n.min(limit.max(1))
     }
 

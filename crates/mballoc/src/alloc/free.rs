@@ -15,9 +15,10 @@ use crate::alloc::context::Ex;
 use crate::error::Error;
 use smallvec::SmallVec;
 
+use crate::geometry::Geometry;
 use crate::group::info::{GroupState, PendingFree};
 use crate::group::state;
-use crate::request::Extent;
+use crate::request::{Extent, FreeFlags};
 use crate::stats::bump;
 
 impl Allocator {
@@ -33,9 +34,40 @@ impl Allocator {
         self.free_in_transaction(owner, extent, self.tid.load(Ordering::Relaxed))
     }
 
+    /// [`Allocator::free`] with `ext4_free_blocks`'s flags: with bigalloc a partial cluster
+    /// at either end can be kept (see [`Allocator::free_blocks_in_transaction`]).
+    pub fn free_with_flags(
+        &self,
+        owner: u64,
+        extent: Extent,
+        flags: FreeFlags,
+    ) -> Result<(), Error> {
+        let tid = self.tid.load(Ordering::Relaxed);
+        self.free_blocks_in_transaction(owner, extent, flags, tid)
+    }
+
     /// Frees `extent` as part of transaction `tid` (for callers that run their own journal,
     /// like a trace replay); see [`Allocator::commit_transaction`].
-    pub fn free_in_transaction(&self, _owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+    ///
+    /// With bigalloc a partial cluster at either end is freed whole, as `ext4_free_blocks`
+    /// does by default; [`Allocator::free_blocks_in_transaction`] can keep it.
+    pub fn free_in_transaction(&self, owner: u64, extent: Extent, tid: u64) -> Result<(), Error> {
+        self.free_blocks_in_transaction(owner, extent, FreeFlags::default(), tid)
+    }
+
+    /// `ext4_free_blocks`: frees blocks `extent` in transaction `tid`, rounded to whole
+    /// clusters (bigalloc): a partial cluster at the start or end is freed whole unless
+    /// `flags` keeps it (`NOFREE_FIRST_CLUSTER`, `NOFREE_LAST_CLUSTER`: the file still uses
+    /// another block of it), and nothing is freed when only kept clusters remain. Without
+    /// bigalloc every block is its own cluster and the flags change nothing.
+    #[inline]
+    pub fn free_blocks_in_transaction(
+        &self,
+        _owner: u64,
+        extent: Extent,
+        flags: FreeFlags,
+        tid: u64,
+    ) -> Result<(), Error> {
         let g = &self.geo;
         if !g.contains(extent.start, u64::from(extent.len)) {
             return Err(Error::OutOfRange {
@@ -45,14 +77,18 @@ impl Allocator {
                 blocks_count: g.blocks_count(),
             });
         }
+        let Some(extent) = whole_clusters(g, extent, flags) else {
+            return Ok(());
+        };
+        let clusters = g.b2c(extent.len.into()) as u32;
         let (group, start) = g.locate(extent.start);
         let first = Ex {
             group,
             start,
-            len: extent.len.min(g.group_len(group) - start),
+            len: clusters.min(g.group_len(group) - start),
             logical: 0,
         };
-        if first.len == extent.len {
+        if first.len == clusters {
             self.free_in_group(extent, first, tid)
         } else {
             self.free_across_groups(extent, tid)
@@ -61,6 +97,7 @@ impl Allocator {
 
     /// The common case: `extent` lies in one group (`c`). The same steps as
     /// [`Allocator::free_across_groups`], without collecting pieces and guards.
+    #[inline]
     fn free_in_group(&self, extent: Extent, c: Ex, tid: u64) -> Result<(), Error> {
         // Unlike ext4 (which skips them), a free into a corrupt group is refused outright.
         self.refuse_corrupt([c.group])?;
@@ -173,14 +210,17 @@ impl Allocator {
         let (mut s, end) = (extent.start, extent.end());
         while s < end {
             let (g, off) = self.geo.locate(s);
-            let n = (end - s).min(u64::from(self.geo.group_len(g) - off)) as u32;
+            let n = self
+                .geo
+                .num_b2c(end - s)
+                .min(u64::from(self.geo.group_len(g) - off)) as u32;
             out.push(Ex {
                 group: g,
                 start: off,
                 len: n,
                 logical: 0,
             });
-            s += u64::from(n);
+            s += self.geo.c2b(n.into());
         }
         out
     }
@@ -318,12 +358,106 @@ impl Allocator {
     }
 }
 
+/// The rounding of `ext4_free_blocks`: `extent` (blocks) grown to whole clusters, or shrunk
+/// where `flags` keeps a partial first or last cluster; `None` if nothing is left to free.
+/// The result starts on a cluster and is a whole number of clusters long.
+pub(crate) fn whole_clusters(geo: &Geometry, extent: Extent, flags: FreeFlags) -> Option<Extent> {
+    if geo.cluster_bits() == 0 {
+        return Some(extent);
+    }
+    let ratio = u64::from(geo.cluster_ratio());
+    let (mut block, mut count) = (extent.start, u64::from(extent.len));
+    let overflow = geo.cluster_offset(block);
+    if overflow > 0 {
+        if flags.contains(FreeFlags::NOFREE_FIRST_CLUSTER) {
+            let skip = ratio - overflow;
+            if count <= skip {
+                return None;
+            }
+            block += skip;
+            count -= skip;
+        } else {
+            block -= overflow;
+            count += overflow;
+        }
+    }
+    let overflow = geo.cluster_offset(count);
+    if overflow > 0 {
+        if flags.contains(FreeFlags::NOFREE_LAST_CLUSTER) {
+            if count <= overflow {
+                return None;
+            }
+            count -= overflow;
+        } else {
+            count += ratio - overflow;
+        }
+    }
+    debug_assert!(geo.cluster_offset(block) == 0 && geo.cluster_offset(count) == 0);
+    Some(Extent::new(block, count as u32))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::geometry::Geometry;
     use std::sync::mpsc;
     use std::time::Duration;
+
+    /// `ext4_free_blocks`'s rounding with 4 blocks per cluster: partial clusters are freed
+    /// whole unless a flag keeps them; nothing is left when only kept clusters remain.
+    #[test]
+    fn frees_round_to_whole_clusters() {
+        let g = Geometry::with_clusters(4096, 2, 32768, 1 << 20, 0, 16).unwrap();
+        let round = |start, len, flags| whole_clusters(&g, Extent::new(start, len), flags);
+        let none = FreeFlags::default();
+        let (first, last) = (
+            FreeFlags::NOFREE_FIRST_CLUSTER,
+            FreeFlags::NOFREE_LAST_CLUSTER,
+        );
+        assert_eq!(round(8, 8, none), Some(Extent::new(8, 8)));
+        assert_eq!(round(9, 2, none), Some(Extent::new(8, 4)));
+        assert_eq!(round(9, 8, none), Some(Extent::new(8, 12)));
+        assert_eq!(round(9, 8, first), Some(Extent::new(12, 8)));
+        assert_eq!(round(9, 8, last), Some(Extent::new(8, 8)));
+        assert_eq!(round(9, 8, first | last), Some(Extent::new(12, 4)));
+        assert_eq!(round(9, 2, first), None);
+        assert_eq!(round(8, 3, last), None);
+        // One block per cluster: the flags change nothing.
+        let plain = Geometry::ext4_default(1 << 30).unwrap();
+        let e = Extent::new(9, 3);
+        assert_eq!(whole_clusters(&plain, e, first | last), Some(e));
+    }
+
+    /// A free of blocks shared with a partial cluster the file keeps frees only the other
+    /// clusters; the kept cluster stays allocated, and freeing its last block frees it.
+    #[test]
+    fn partial_cluster_frees_keep_what_the_file_uses() {
+        let g = Geometry::with_clusters(4096, 4, 32768, 1 << 20, 0, 16).unwrap();
+        let a = Allocator::builder(g).cpus(1).build().unwrap();
+        let req = crate::Request::new(12, 0, 64).with_goal(16 * 100);
+        let got = a.allocate(&req).unwrap().extent;
+        assert_eq!((got.start % 16, got.len), (0, 64));
+        let before = a.free_blocks();
+        // Blocks 8..40 of the file: cluster 0 and 2 are kept (partial), cluster 1 is freed.
+        let tid = 1;
+        let mid = Extent::new(got.start + 8, 32);
+        let keep = FreeFlags::NOFREE_FIRST_CLUSTER | FreeFlags::NOFREE_LAST_CLUSTER;
+        a.free_blocks_in_transaction(12, mid, keep, tid).unwrap();
+        assert_eq!(a.free_blocks(), before + 16);
+        // The kept clusters are still in use: freeing them again is no double free.
+        a.free_blocks_in_transaction(12, Extent::new(got.start, 8), FreeFlags::default(), tid)
+            .unwrap();
+        assert_eq!(a.free_blocks(), before + 32);
+        // Cluster 1 was freed already: a default free touching it is a double free.
+        assert!(a
+            .free_blocks_in_transaction(
+                12,
+                Extent::new(got.start + 16, 1),
+                FreeFlags::default(),
+                tid
+            )
+            .is_err());
+    }
 
     /// A task waiting for a commit returns once the commit that closed its transaction is
     /// done, even while the committing task holds on to the commit lock (as it does when it

@@ -15,12 +15,52 @@ use crate::request::{Allocation, Criterion, Extent, Flags, NewPa, PaKind, Reques
 impl Allocator {
     /// Allocates blocks for `req`. The result may be shorter than asked (like ext4, callers
     /// loop); it is never longer. Errors leave the allocator unchanged.
+    ///
+    /// With bigalloc the request (logical block, length in blocks) is first widened to whole
+    /// clusters as `ext4_ext_map_blocks` does before it calls `ext4_mb_new_blocks`, and the
+    /// answer is the caller's part of the clusters found: from the requested block's place in
+    /// its cluster on, at most `len` blocks. [`Allocation::goal`], [`Allocation::found`] and
+    /// [`Allocation::new_pa`] keep the allocator's cluster units, as the tracepoints print
+    /// them.
     pub fn allocate(&self, req: &Request) -> Result<Allocation, Error> {
         self.validate(req)?;
+        if self.geo.cluster_bits() == 0 {
+            return self.allocate_clusters(req);
+        }
+        let (whole, offset) = self.whole_clusters(req);
+        let mut a = self.allocate_clusters(&whole)?;
+        // ext4_ext_map_blocks: the caller's blocks start `offset` into the first cluster.
+        let blocks = self.geo.c2b(a.extent.len.into()) - offset;
+        a.extent = Extent::new(
+            a.extent.start + offset,
+            blocks.min(u64::from(req.len)) as u32,
+        );
+        Ok(a)
+    }
+
+    /// The cluster request of a block request (`ext4_ext_map_blocks`: `ar.logical` and
+    /// `ar.goal` moved back by the offset of the logical block in its cluster, `ar.len` the
+    /// clusters that hold `offset + len` blocks), and that offset.
+    fn whole_clusters(&self, req: &Request) -> (Request, u64) {
+        let offset = self.geo.cluster_offset(req.logical.into());
+        let len = self.geo.num_b2c(offset + u64::from(req.len)) as u32;
+        let whole = Request {
+            logical: req.logical - offset as u32,
+            len,
+            goal: req.goal.saturating_sub(offset),
+            ..req.clone()
+        };
+        (whole, offset)
+    }
+
+    /// `ext4_mb_new_blocks` on a request whose length counts clusters; the answer's extent
+    /// is the first block found and its length in clusters.
+    fn allocate_clusters(&self, req: &Request) -> Result<Allocation, Error> {
         let stats = self.stats.pin();
         stats.bump(|c| &c.reqs);
         let tun = self.tun.load();
-        let mut len = req.len.min(self.geo.blocks_per_group());
+        // ext4_mb_initialize_context: at most a group's clusters.
+        let mut len = req.len.min(self.geo.clusters_per_group());
         if !req.flags.contains(Flags::DELALLOC_RESERVED) {
             // ext4_claim_free_clusters: halve the request until it fits the free count.
             let free = self.free_blocks.read_near(i64::from(len)).max(0) as u64;

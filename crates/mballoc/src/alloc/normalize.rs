@@ -19,7 +19,8 @@ pub fn group_or_file(ctx: &mut Ctx, geo: &Geometry, fs_busy: bool) -> bool {
     let bsize = u64::from(geo.block_size());
     let mut group_pa = ctx.tun.mb_group_prealloc > 0;
     let mut inode_pa = true;
-    let mut size = u64::from(ctx.o_ex.logical) + u64::from(ctx.o_ex.len);
+    // extent_logical_end(): blocks, the length being clusters.
+    let mut size = u64::from(ctx.o_ex.logical) + geo.c2b(ctx.o_ex.len.into());
     let isize = ctx.req.i_size.div_ceil(bsize);
     if size == isize && !fs_busy && !ctx.req.open_for_write {
         inode_pa = false;
@@ -46,7 +47,16 @@ pub fn group_or_file(ctx: &mut Ctx, geo: &Geometry, fs_busy: bool) -> bool {
 /// `max = 2 << bsbits` is a block count compared against KiB-looking constants; with 4 KiB
 /// blocks this makes every file above 8 MiB use the 8 MiB window ("the 8 MiB rule").
 /// `max_prealloc` is seed 004's `mb_max_prealloc_kb` in bytes (8 MiB = the kernel).
-fn window(size: i64, logical: i64, req_blocks: i64, bsbits: u32, max_prealloc: i64) -> (i64, i64) {
+/// The request's length enters twice, as the kernel has it: in clusters (`req_clusters`,
+/// the 8 MiB test compares `fe_len` with a block count) and in blocks (`req_blocks`, the
+/// unwidened window); the two differ only with bigalloc.
+fn window(
+    size: i64,
+    logical: i64,
+    (req_clusters, req_blocks): (i64, i64),
+    bsbits: u32,
+    max_prealloc: i64,
+) -> (i64, i64) {
     const K: i64 = 1024;
     let max = 2i64 << bsbits;
     let nrl = |req: i64, lim: i64, chunk: i64| req <= lim || max <= chunk;
@@ -60,7 +70,7 @@ fn window(size: i64, logical: i64, req_blocks: i64, bsbits: u32, max_prealloc: i
         (aligned(21), 2 * K * K)
     } else if nrl(size, 8 * K * K, 4 * K) {
         (aligned(22), 4 * K * K)
-    } else if nrl(req_blocks, (8 << 20) >> bsbits, 8 * K) {
+    } else if nrl(req_clusters, (8 << 20) >> bsbits, 8 * K) {
         (aligned(23), max_prealloc)
     } else {
         (logical << bsbits, req_blocks << bsbits)
@@ -84,12 +94,13 @@ pub fn normalize(ctx: &mut Ctx, geo: &Geometry, pas: Option<&OwnerPas>) {
     }
     let req = ctx.req;
     let bsbits = geo.bsbits();
-    let bpg = i64::from(geo.blocks_per_group());
+    let bpg = geo.blocks_per_group() as i64;
     let logical = i64::from(ctx.o_ex.logical);
     let olen = i64::from(ctx.o_ex.len);
-    let size = ((logical + olen) << bsbits).max(req.i_size as i64);
+    let olen_blocks = geo.c2b(ctx.o_ex.len.into()) as i64;
+    let size = ((logical + olen_blocks) << bsbits).max(req.i_size as i64);
     let max_prealloc = i64::from(ctx.tun.mb_max_prealloc_kb) << 10;
-    let (start_off, size) = window(size, logical, olen, bsbits, max_prealloc);
+    let (start_off, size) = window(size, logical, (olen, olen_blocks), bsbits, max_prealloc);
     let mut size = size >> bsbits;
     let mut start = (start_off >> bsbits).max(logical - logical % bpg);
     if start + size > EXT_MAX_BLOCKS {
@@ -106,7 +117,7 @@ pub fn normalize(ctx: &mut Ctx, geo: &Geometry, pas: Option<&OwnerPas>) {
     size = size.min(bpg);
     let mut end = start + size;
     if let Some(pas) = pas {
-        let (left_end, right_start) = pas.neighbours(ctx.o_ex.logical);
+        let (left_end, right_start) = pas.neighbours(ctx.o_ex.logical, geo.cluster_bits());
         if let Some(le) = left_end {
             start = start.max(le as i64);
         }
@@ -121,8 +132,9 @@ pub fn normalize(ctx: &mut Ctx, geo: &Geometry, pas: Option<&OwnerPas>) {
         return;
     }
     ctx.g_ex.logical = start as u32;
-    ctx.g_ex.len = size as u32;
-    ctx.orig_goal_len = size as u32;
+    // The window is in blocks; the goal length in clusters (EXT4_NUM_B2C).
+    ctx.g_ex.len = geo.num_b2c(size as u64) as u32;
+    ctx.orig_goal_len = ctx.g_ex.len;
 
     let first = geo.first_data_block() as i64;
     let (pright, pleft) = (req.pright as i64, req.pleft as i64);
@@ -148,7 +160,7 @@ mod tests {
     const K: i64 = 1024;
 
     fn win(size: i64, logical: i64, req: i64) -> (i64, i64) {
-        window(size, logical, req, 12, 8 * K * K)
+        window(size, logical, (req, req), 12, 8 * K * K)
     }
 
     /// The size ladder of `ext4_mb_normalize_request` with 4 KiB blocks.
@@ -167,15 +179,29 @@ mod tests {
         assert_eq!(win(1 << 34, 5000, 32767), (16 * K * K, 8 * K * K));
         // A 32 MiB maximum window (seed 004) keeps the 8 MiB alignment of the patch.
         assert_eq!(
-            window(1 << 34, 5000, 32767, 12, 32 * K * K),
+            window(1 << 34, 5000, (32767, 32767), 12, 32 * K * K),
             (16 * K * K, 32 * K * K)
         );
         // 1 KiB blocks: max = 2048 → everything above 1 MiB takes the 2 MiB window.
-        assert_eq!(window(100 * K * K, 0, 1, 10, 8 * K * K), (0, 2 * K * K));
+        assert_eq!(
+            window(100 * K * K, 0, (1, 1), 10, 8 * K * K),
+            (0, 2 * K * K)
+        );
         // 64 KiB blocks: only the size tests apply; large requests are not widened.
         assert_eq!(
-            window(100 * K * K, 10, 300, 16, 8 * K * K),
+            window(100 * K * K, 10, (300, 300), 16, 8 * K * K),
             (10 << 16, 300 << 16)
+        );
+        // bigalloc with 64 KiB blocks: the 8 MiB test reads the request's clusters (100
+        // clusters of 16 blocks pass it, 1600 blocks would not), the unwidened window its
+        // blocks.
+        assert_eq!(
+            window(100 * K * K, 16, (100, 1600), 16, 8 * K * K),
+            (0, 8 * K * K)
+        );
+        assert_eq!(
+            window(100 * K * K, 16, (1600, 1600), 16, 8 * K * K),
+            (16 << 16, 1600 << 16)
         );
     }
 }

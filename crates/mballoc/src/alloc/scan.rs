@@ -300,7 +300,7 @@ impl Allocator {
         let stripe = u64::from(ctx.tun.stripe);
         let first_block = self.geo.group_first_block(grp.no);
         let first = first_block.div_ceil(stripe) * stripe - first_block;
-        let bpg = u64::from(self.geo.blocks_per_group());
+        let bpg = u64::from(self.geo.clusters_per_group());
         let mut i = first;
         while i < bpg {
             let hit = st.loaded.as_ref().and_then(|l| {
@@ -337,6 +337,7 @@ impl Allocator {
     /// and nothing measured in it is kept: the kernel still uses its best extent there, which
     /// takes the group's free blocks off the free count a second time; here no block of an
     /// inconsistent group is handed out and the counters stay exact.
+    #[inline(never)]
     fn complex_scan(&self, ctx: &mut Ctx, grp: &Group, st: &mut GroupState) {
         let Some(l) = st.loaded.as_ref() else { return };
         let skip_short = !ctx.cr.expensive();

@@ -42,7 +42,7 @@ impl BitmapSource for StoreSource {
 
     fn read_bitmap(&self, group: u32) -> Result<Bitmap, Error> {
         let bytes = self.0.read_bitmap(group)?;
-        let bpg = self.0.geometry().blocks_per_group();
+        let bpg = self.0.geometry().clusters_per_group();
         Ok(Bitmap::from_bytes(bytes.as_bytes(), bpg))
     }
 }

@@ -62,12 +62,15 @@ impl MemSource {
                 });
             }
             // Blocks before the first data block (the 1 KiB boot block) belong to no group.
-            let (mut s, end) = (start.max(geo.first_data_block()), start + len);
+            // With bigalloc a cluster holding any used block is used.
+            let mut s = start.max(geo.first_data_block());
+            s -= geo.cluster_offset(s);
+            let end = start + len;
             while s < end {
                 let (g, off) = geo.locate(s);
-                let n = (end - s).min(u64::from(geo.group_len(g) - off)) as u32;
+                let n = geo.num_b2c(end - s).min(u64::from(geo.group_len(g) - off)) as u32;
                 per_group[g as usize].push((off, n));
-                s += u64::from(n);
+                s += geo.c2b(n.into());
             }
         }
         Ok(MemSource {
@@ -110,8 +113,8 @@ impl MemSource {
     }
 
     fn bitmap(&self, group: u32) -> Bitmap {
-        let mut b = Bitmap::new(self.geo.blocks_per_group());
-        b.set_range(self.geo.group_len(group), self.geo.blocks_per_group());
+        let mut b = Bitmap::new(self.geo.clusters_per_group());
+        b.set_range(self.geo.group_len(group), self.geo.clusters_per_group());
         for &(s, l) in self.used[group as usize].read().iter() {
             b.set_range(s, s + l);
         }
@@ -122,8 +125,8 @@ impl MemSource {
 impl BitmapSource for MemSource {
     fn descriptor_free(&self, group: u32) -> u32 {
         self.bitmap(group)
-            .count_ones(0, self.geo.blocks_per_group())
-            .abs_diff(self.geo.blocks_per_group())
+            .count_ones(0, self.geo.clusters_per_group())
+            .abs_diff(self.geo.clusters_per_group())
     }
     fn block_uninit(&self, group: u32) -> bool {
         self.block_uninit

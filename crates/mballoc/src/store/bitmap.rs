@@ -17,7 +17,7 @@ pub struct BitmapBytes {
 impl BitmapBytes {
     /// The bitmap of a group with every block free (only the padding set).
     pub fn all_free(geometry: &Geometry, group: u32) -> Self {
-        let bpg = geometry.blocks_per_group();
+        let bpg = geometry.clusters_per_group();
         let group_len = geometry.group_len(group).min(bpg);
         let mut bytes = vec![0u8; bitmap_len(geometry)].into_boxed_slice();
         set_range(&mut bytes, group_len, bpg - group_len);
@@ -80,7 +80,7 @@ impl std::fmt::Debug for BitmapBytes {
 
 /// Bytes in one group's bitmap.
 pub(crate) fn bitmap_len(geometry: &Geometry) -> usize {
-    (geometry.blocks_per_group() / 8) as usize
+    (geometry.clusters_per_group() / 8) as usize
 }
 
 /// The bytes covering bits `[start, start + len)` and, for each, the mask of those bits.

@@ -180,7 +180,7 @@ pub(crate) fn encode_superblock(sb: &Superblock) -> Vec<u8> {
     put_u32(&mut out, VERSION);
     put_u32(&mut out, SB_LEN as u32);
     put_u32(&mut out, g.block_size());
-    put_u32(&mut out, g.blocks_per_group());
+    put_u32(&mut out, g.clusters_per_group());
     put_u64(&mut out, g.blocks_count());
     put_u64(&mut out, g.first_data_block());
     put_u32(&mut out, g.flex_bg_size());

@@ -19,12 +19,16 @@
 //! ```
 
 pub(crate) mod percpu;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub mod vcpu;
 
+#[cfg(all(not(loom), not(shuttle), feature = "vcpu-hooks"))]
+pub(crate) use hooked::AtomicU64;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 #[cfg(all(not(loom), shuttle))]
 pub(crate) use shuttle::sync::atomic::AtomicU64;
-#[cfg(all(not(loom), not(shuttle)))]
+#[cfg(all(not(loom), not(shuttle), not(feature = "vcpu-hooks")))]
 pub(crate) use std::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicI64, Ordering};
@@ -44,20 +48,26 @@ pub(crate) use std::sync::atomic::{AtomicI64, Ordering};
 /// store made separate steps, lose each other's updates; they stay std's, whose steps are
 /// never split.
 pub(crate) mod atomic {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    pub(crate) use super::hooked::{
+        AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
+    };
     #[cfg(shuttle)]
     pub(crate) use shuttle::sync::atomic::{
         AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     pub(crate) use std::sync::atomic::Ordering;
-    #[cfg(not(shuttle))]
+    #[cfg(all(not(shuttle), not(feature = "vcpu-hooks")))]
     pub(crate) use std::sync::atomic::{
         AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
 }
 
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub(crate) use hooked::{Mutex, MutexGuard};
 #[cfg(shuttle)]
 pub(crate) use model_lock::{Mutex, MutexGuard};
-#[cfg(not(shuttle))]
+#[cfg(all(not(shuttle), not(feature = "vcpu-hooks")))]
 pub(crate) use parking_lot::{Mutex, MutexGuard};
 #[cfg(shuttle)]
 pub(crate) use shuttle::sync::mpsc;
@@ -73,16 +83,31 @@ pub(crate) struct Condvar(
 );
 
 impl Condvar {
-    #[cfg(not(shuttle))]
+    #[cfg(all(not(shuttle), not(feature = "vcpu-hooks")))]
     pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         self.0.wait(&mut guard);
         guard
+    }
+    /// Under a virtual-CPU hook the wait is the simulator's: the real lock is let go, the
+    /// hook sleeps this CPU until a notify, and the lock is taken again through the hook.
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        if !crate::vcpu::installed() {
+            self.0.wait(&mut guard.inner);
+            return guard;
+        }
+        let cv = self as *const Self as usize;
+        let (mutex, lock) = (guard.mutex, guard.mutex.addr());
+        guard.release_for(|h| h.wait(cv, lock, std::any::type_name::<T>()));
+        mutex.lock()
     }
     #[cfg(shuttle)]
     pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         self.0.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
     pub(crate) fn notify_all(&self) {
+        #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+        crate::vcpu::with(|h| h.notify_all(self as *const Self as usize));
         self.0.notify_all();
     }
 }
@@ -137,4 +162,188 @@ mod model_lock {
             self.try_lock().is_none()
         }
     }
+}
+
+/// `parking_lot`'s mutex and `std`'s atomics with every lock, try-lock, unlock and atomic
+/// access reported to the thread's virtual-CPU hook first ([`crate::vcpu`]), under the cargo
+/// feature `vcpu-hooks`. With no hook installed they behave as the plain types.
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+#[allow(dead_code)] // the full interface of the types it stands for
+mod hooked {
+    use std::mem::ManuallyDrop;
+    use std::ops::{Deref, DerefMut};
+    use std::sync::atomic::Ordering;
+
+    use crate::vcpu::{self, Access};
+
+    #[derive(Default, Debug)]
+    pub struct Mutex<T>(parking_lot::Mutex<T>);
+
+    pub struct MutexGuard<'a, T> {
+        pub(super) inner: ManuallyDrop<parking_lot::MutexGuard<'a, T>>,
+        pub(super) mutex: &'a Mutex<T>,
+    }
+
+    impl<T> Mutex<T> {
+        pub const fn new(value: T) -> Self {
+            Mutex(parking_lot::Mutex::new(value))
+        }
+        pub(super) fn addr(&self) -> usize {
+            self as *const Self as usize
+        }
+        fn what() -> &'static str {
+            std::any::type_name::<T>()
+        }
+        pub fn lock(&self) -> MutexGuard<'_, T> {
+            vcpu::with(|h| h.lock(self.addr(), Self::what()));
+            MutexGuard {
+                inner: ManuallyDrop::new(self.0.lock()),
+                mutex: self,
+            }
+        }
+        pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            if vcpu::with(|h| h.try_lock(self.addr(), Self::what())) == Some(false) {
+                return None;
+            }
+            Some(MutexGuard {
+                inner: ManuallyDrop::new(self.0.try_lock()?),
+                mutex: self,
+            })
+        }
+        pub fn is_locked(&self) -> bool {
+            vcpu::with(|h| h.is_locked(self.addr(), Self::what()))
+                .unwrap_or_else(|| self.0.is_locked())
+        }
+        pub fn get_mut(&mut self) -> &mut T {
+            self.0.get_mut()
+        }
+        pub fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+    }
+
+    impl<'a, T> MutexGuard<'a, T> {
+        /// Lets the real lock go and, if a hook is installed, runs `f` with it instead of
+        /// reporting an unlock (a condition-variable wait reports its own release).
+        pub(super) fn release_for(self, f: impl FnOnce(&dyn vcpu::Hook)) {
+            let mut me = ManuallyDrop::new(self);
+            // SAFETY: `me` is never used again nor dropped; the inner guard is dropped once.
+            unsafe { ManuallyDrop::drop(&mut me.inner) };
+            vcpu::with(f);
+        }
+    }
+
+    impl<T> Deref for MutexGuard<'_, T> {
+        type Target = T;
+        fn deref(&self) -> &T {
+            &self.inner
+        }
+    }
+
+    impl<T> DerefMut for MutexGuard<'_, T> {
+        fn deref_mut(&mut self) -> &mut T {
+            &mut self.inner
+        }
+    }
+
+    impl<T> Drop for MutexGuard<'_, T> {
+        fn drop(&mut self) {
+            // SAFETY: dropped once, here; `release_for` forgets the guard instead.
+            unsafe { ManuallyDrop::drop(&mut self.inner) };
+            vcpu::with(|h| h.unlock(self.mutex.addr(), Mutex::<T>::what()));
+        }
+    }
+
+    /// Reports an access to the atomic at `a`.
+    #[inline]
+    fn touch<A>(a: &A, access: Access) {
+        vcpu::with(|h| h.atomic(a as *const A as usize, access));
+    }
+
+    /// Read-modify-writes of one value: `name(&self, v, ordering)`, each a write of the line.
+    macro_rules! rmw {
+        ($t:ty; $($op:ident),*) => {
+            $(
+                #[inline]
+                pub fn $op(&self, v: $t, o: Ordering) -> $t {
+                    touch(self, Access::Write);
+                    self.0.$op(v, o)
+                }
+            )*
+        };
+    }
+
+    /// Compare-and-exchange, strong and weak: a write of the line even when it fails (the
+    /// CPU takes the line exclusively either way).
+    macro_rules! cas {
+        ($t:ty; $($op:ident),*) => {
+            $(
+                #[inline]
+                pub fn $op(&self, c: $t, n: $t, s: Ordering, f: Ordering) -> Result<$t, $t> {
+                    touch(self, Access::Write);
+                    self.0.$op(c, n, s, f)
+                }
+            )*
+        };
+    }
+
+    macro_rules! atomic_common {
+        ($name:ident, $std:ident, $t:ty) => {
+            #[derive(Default, Debug)]
+            #[repr(transparent)]
+            pub struct $name(std::sync::atomic::$std);
+
+            impl $name {
+                pub const fn new(v: $t) -> Self {
+                    $name(std::sync::atomic::$std::new(v))
+                }
+                #[inline]
+                pub fn load(&self, o: Ordering) -> $t {
+                    touch(self, Access::Load);
+                    self.0.load(o)
+                }
+                #[inline]
+                pub fn store(&self, v: $t, o: Ordering) {
+                    touch(self, Access::Write);
+                    self.0.store(v, o)
+                }
+                rmw!($t; swap, fetch_or, fetch_and);
+                cas!($t; compare_exchange, compare_exchange_weak);
+                #[inline]
+                pub fn fetch_update(
+                    &self,
+                    s: Ordering,
+                    f: Ordering,
+                    g: impl FnMut($t) -> Option<$t>,
+                ) -> Result<$t, $t> {
+                    // A closure that declines makes it a load (`atomic_add_unless` at 0).
+                    let r = self.0.fetch_update(s, f, g);
+                    touch(self, if r.is_ok() { Access::Write } else { Access::Load });
+                    r
+                }
+                pub fn get_mut(&mut self) -> &mut $t {
+                    self.0.get_mut()
+                }
+                pub fn into_inner(self) -> $t {
+                    self.0.into_inner()
+                }
+            }
+        };
+    }
+
+    macro_rules! atomic_int {
+        ($name:ident, $std:ident, $t:ty) => {
+            atomic_common!($name, $std, $t);
+            impl $name {
+                rmw!($t; fetch_add, fetch_sub, fetch_max, fetch_min);
+            }
+        };
+    }
+
+    atomic_common!(AtomicBool, AtomicBool, bool);
+    atomic_int!(AtomicI32, AtomicI32, i32);
+    atomic_int!(AtomicU32, AtomicU32, u32);
+    atomic_int!(AtomicU64, AtomicU64, u64);
+    atomic_int!(AtomicU8, AtomicU8, u8);
+    atomic_int!(AtomicUsize, AtomicUsize, usize);
 }

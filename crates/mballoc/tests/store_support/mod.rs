@@ -72,7 +72,7 @@ impl Model {
 
     /// The bitmap bytes a store must hold for group `g`, padding included.
     pub fn bitmap(&self, g: u32) -> Vec<u8> {
-        let bpg = self.geometry.blocks_per_group();
+        let bpg = self.geometry.clusters_per_group();
         let len = self.geometry.group_len(g);
         let mut bytes = vec![0u8; (bpg / 8) as usize];
         for off in 0..bpg {
@@ -150,7 +150,7 @@ fn find_run(rng: &mut Rng, used: &[bool], first: u64, want: bool, len: u64) -> O
 pub fn random_commit(rng: &mut Rng, m: &Model) -> Commit {
     let mut scratch = m.used.clone();
     let first = m.geometry.first_data_block();
-    let bpg = u64::from(m.geometry.blocks_per_group());
+    let bpg = u64::from(m.geometry.clusters_per_group());
     let mut c = Commit::default();
     while c.is_empty() {
         for _ in 0..rng.below(4) {

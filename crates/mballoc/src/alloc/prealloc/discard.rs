@@ -142,7 +142,7 @@ impl Allocator {
         mut lg: Option<(usize, &mut LocalityGroup)>,
     ) -> u64 {
         let mut needed = if needed == 0 {
-            i64::from(self.geo.blocks_per_group()) + 1
+            i64::from(self.geo.clusters_per_group()) + 1
         } else {
             i64::from(needed)
         };

@@ -2,7 +2,7 @@
 //! (`ext4_mb_new_preallocation`, `ext4_mb_new_inode_pa`, `ext4_mb_new_group_pa`).
 
 use crate::alloc::allocator::Allocator;
-use crate::alloc::context::{Ctx, Ex};
+use crate::alloc::context::Ctx;
 use crate::alloc::prealloc::space::{GroupPa, InodePa, LocalityGroup, OwnerPas};
 use crate::group::info::PaSpan;
 use crate::request::{NewPa, PaKind};
@@ -18,12 +18,14 @@ impl Allocator {
         if ctx.b_ex.len < ctx.orig_goal_len {
             // Place the shorter extent inside the original window, covering the request:
             // right-aligned, else left-aligned, else at the request.
-            let win_end = u64::from(ctx.g_ex.logical) + u64::from(ctx.orig_goal_len);
-            let o_end = u64::from(ctx.o_ex.logical) + u64::from(ctx.o_ex.len);
-            let right = win_end - u64::from(ctx.b_ex.len);
+            // extent_logical_end(): logical blocks, lengths in clusters.
+            let c2b = |clusters: u32| self.geo.c2b(clusters.into());
+            let win_end = u64::from(ctx.g_ex.logical) + c2b(ctx.orig_goal_len);
+            let o_end = u64::from(ctx.o_ex.logical) + c2b(ctx.o_ex.len);
+            let right = win_end - c2b(ctx.b_ex.len);
             ctx.b_ex.logical = if u64::from(ctx.o_ex.logical) >= right {
                 right as u32
-            } else if o_end <= u64::from(ctx.g_ex.logical) + u64::from(ctx.b_ex.len) {
+            } else if o_end <= u64::from(ctx.g_ex.logical) + c2b(ctx.b_ex.len) {
                 ctx.g_ex.logical
             } else {
                 ctx.o_ex.logical
@@ -44,16 +46,7 @@ impl Allocator {
             len: pa.len,
         };
         // ext4_mb_use_inode_pa: carve the request out of it.
-        let l = ctx.o_ex.logical;
-        let start = pa.pstart + u64::from(l - pa.lstart);
-        let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-        let (g, off) = self.geo.locate(start);
-        ctx.b_ex = Ex {
-            group: g,
-            start: off,
-            len: (end - start) as u32,
-            logical: l,
-        };
+        ctx.b_ex = self.use_inode_pa(ctx, &pa);
         pa.free -= ctx.b_ex.len;
         let span = (pa.free > 0).then(|| {
             owner.pas.insert(pa.lstart, pa);
@@ -79,7 +72,7 @@ impl Allocator {
         add(&self.stats.preallocated, u64::from(ctx.b_ex.len));
         let used = ctx.o_ex.len;
         let rest = GroupPa {
-            pstart: pstart + u64::from(used),
+            pstart: pstart + self.geo.c2b(used.into()),
             len: ctx.b_ex.len - used,
         };
         ctx.b_ex.len = used;

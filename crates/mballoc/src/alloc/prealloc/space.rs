@@ -24,7 +24,8 @@ const LG_LIST_MAX: usize = 8;
 /// …down to 5 (`ext4_mb_discard_lg_preallocations`).
 const LG_LIST_TRIM_TO: usize = 5;
 
-/// An inode preallocation: logical `[lstart, lstart + len)` ↔ physical `[pstart, pstart + len)`.
+/// An inode preallocation: logical blocks `[lstart, lstart + C2B(len))` ↔ physical blocks
+/// `[pstart, pstart + C2B(len))`; `len` and `free` count clusters (`pa_len`, `pa_free`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InodePa {
     pub pstart: u64,
@@ -35,8 +36,10 @@ pub struct InodePa {
 }
 
 impl InodePa {
-    pub fn lend(&self) -> u64 {
-        u64::from(self.lstart) + u64::from(self.len)
+    /// `pa_logical_end`: the first logical block past the PA, with clusters of
+    /// `2^cluster_bits` blocks.
+    pub fn lend(&self, cluster_bits: u32) -> u64 {
+        u64::from(self.lstart) + (u64::from(self.len) << cluster_bits)
     }
 }
 
@@ -57,14 +60,18 @@ impl OwnerPas {
     }
     /// The only PA that can hold logical block `l`: the one with the greatest start ≤ `l`
     /// (the predecessor walk of `ext4_mb_use_preallocated`), if it covers `l`.
-    pub fn covering(&self, l: u32) -> Option<InodePa> {
+    pub fn covering(&self, l: u32, cluster_bits: u32) -> Option<InodePa> {
         let (_, pa) = self.pas.range(..=l).next_back()?;
-        (u64::from(l) < pa.lend()).then_some(*pa)
+        (u64::from(l) < pa.lend(cluster_bits)).then_some(*pa)
     }
     /// End of the nearest PA left of `l` and start of the nearest PA right of `l`
     /// (`ext4_mb_pa_adjust_overlap`).
-    pub fn neighbours(&self, l: u32) -> (Option<u64>, Option<u64>) {
-        let left = self.pas.range(..l).next_back().map(|(_, pa)| pa.lend());
+    pub fn neighbours(&self, l: u32, cluster_bits: u32) -> (Option<u64>, Option<u64>) {
+        let left = self
+            .pas
+            .range(..l)
+            .next_back()
+            .map(|(_, pa)| pa.lend(cluster_bits));
         let right = self.pas.range(l..).next().map(|(&s, _)| u64::from(s));
         (left, right)
     }
@@ -159,7 +166,8 @@ impl Default for OwnerTable {
     }
 }
 
-/// A locality-group PA: `[pstart, pstart + len)`, all of it free (consumed from the start).
+/// A locality-group PA: blocks `[pstart, pstart + C2B(len))`, `len` clusters, all of it free
+/// (consumed from the start).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupPa {
     pub pstart: u64,
@@ -301,10 +309,14 @@ mod tests {
                 free: 64,
             },
         );
-        assert_eq!(o.covering(100).map(|p| p.pstart), Some(1000));
-        assert_eq!(o.covering(128), None);
-        assert_eq!(o.covering(300).map(|p| p.pstart), Some(5000));
-        assert_eq!(o.neighbours(200), (Some(128), Some(256)));
+        assert_eq!(o.covering(100, 0).map(|p| p.pstart), Some(1000));
+        assert_eq!(o.covering(128, 0), None);
+        assert_eq!(o.covering(300, 0).map(|p| p.pstart), Some(5000));
+        assert_eq!(o.neighbours(200, 0), (Some(128), Some(256)));
+        // With 2 blocks per cluster the first PA's 128 clusters reach logical block 256.
+        assert_eq!(o.covering(255, 0), None);
+        assert_eq!(o.covering(255, 1).map(|p| p.pstart), Some(1000));
+        assert_eq!(o.neighbours(200, 1), (Some(256), Some(256)));
     }
 
     #[test]

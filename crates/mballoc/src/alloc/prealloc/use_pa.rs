@@ -22,19 +22,11 @@ impl Allocator {
         let l = ctx.o_ex.logical;
         if let Some(owner) = owner {
             if let Some(pa) = owner
-                .covering(l)
+                .covering(l, self.geo.cluster_bits())
                 .filter(|pa| pa.free > 0 && self.pa_goal_check(ctx, pa))
             {
-                let start = pa.pstart + u64::from(l - pa.lstart);
-                let end = (pa.pstart + u64::from(pa.len)).min(start + u64::from(ctx.o_ex.len));
-                let n = (end - start) as u32;
-                let (g, off) = self.geo.locate(start);
-                let ex = Ex {
-                    group: g,
-                    start: off,
-                    len: n,
-                    logical: l,
-                };
+                let ex = self.use_inode_pa(ctx, &pa);
+                let n = ex.len;
                 let used_up = (pa.free <= n).then(|| self.geo.locate(pa.pstart).1);
                 if self.mark_pa_blocks_used(ex, used_up)? {
                     let entry = owner
@@ -76,7 +68,8 @@ impl Allocator {
                 ctx.f_ex = ex;
                 ctx.status = Status::Found;
                 self.mark_diskspace_used(ex, None)?;
-                pa.pstart += u64::from(ex.len);
+                // ext4_mb_release_context: the PA moves on by the clusters used.
+                pa.pstart += self.geo.c2b(ex.len.into());
                 pa.len -= ex.len;
                 if pa.len > 0 {
                     for t in lg.add_n_trim(pa) {
@@ -99,11 +92,27 @@ impl Allocator {
         if !ctx.flags.contains(Flags::HINT_GOAL_ONLY) {
             return true;
         }
-        let start = pa.pstart + u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
+        let into = u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart));
+        let start = pa.pstart + into;
         self.geo.block_of(ctx.g_ex.group, ctx.goal_start()) == start
-            && u64::from(ctx.g_ex.len)
-                <= u64::from(pa.len)
-                    .saturating_sub(u64::from(ctx.g_ex.logical.saturating_sub(pa.lstart)))
+            && u64::from(ctx.g_ex.len) <= u64::from(pa.len).saturating_sub(self.geo.b2c(into))
+    }
+
+    /// `ext4_mb_use_inode_pa`: the part of `pa` that maps the request's logical block on, in
+    /// blocks as the kernel computes it (the PA's logical start need not be cluster-aligned),
+    /// at most the request's clusters.
+    pub(crate) fn use_inode_pa(&self, ctx: &Ctx, pa: &InodePa) -> Ex {
+        let l = ctx.o_ex.logical;
+        let start = pa.pstart + u64::from(l - pa.lstart);
+        let end = (pa.pstart + self.geo.c2b(pa.len.into()))
+            .min(start + self.geo.c2b(ctx.o_ex.len.into()));
+        let (group, off) = self.geo.locate(start);
+        Ex {
+            group,
+            start: off,
+            len: self.geo.num_b2c(end - start) as u32,
+            logical: l,
+        }
     }
 
     /// `ext4_mb_mark_diskspace_used` for the blocks of an inode PA, if they are all still

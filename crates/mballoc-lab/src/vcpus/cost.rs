@@ -1,0 +1,132 @@
+//! What work and interactions cost in virtual time. Every figure is a measurement (this
+//! machine, or a published one), never chosen to match the seeds' tables; docs/vcpus.md has
+//! the same table with its commands.
+//!
+//! | cost | value | source |
+//! |---|---|---|
+//! | allocator work between two points | [`SEG_NS`] × [`Costs::work_scale`] | this machine: `mballoc bench vcpus --calibrate` times the real allocator between its synchronisation points, 1 CPU; scaled so one call costs the kernel's measured `ext4_mb_new_blocks` time |
+//! | kernel `ext4_mb_new_blocks`, 1 thread | 4,420 ns | this machine, `scripts/kernel_alloc_time.py --reps 3` (docs/performance.md) |
+//! | whole fallocate2 call, 1 process | 1e9 / 127,324 ns (`mb_optimize_scan=0`), 1e9 / 119,170 ns (=1) | this machine, same hour as the line above (docs/performance.md) |
+//! | cache-line transfer, server | 79.5 ns | AnandTech, Zen 4 core-to-core latency, cross-CCX worst case |
+//! | cache-line transfer, this machine | 29 ns | `scripts/line_transfer.c` ping-pong, fastest batch of 3 × 50 (other runs under load: 320, 578, 661) |
+//! | spinlock hand-off, this machine | 198 ns | `scripts/line_transfer.c` hand-off, fastest batch of 3 × 50 (others: 1,611, 2,596) |
+//! | lines moved with a group's data | 3 | the lock word, `GroupState`'s counters, the bitmap words touched |
+//!
+//! Why every segment costs the same: `--calibrate` times the allocator between its points on
+//! this machine, and on a 2-vCPU VM shared with builds the figures per kind of segment spread
+//! by 10× from run to run (the timer's own cost, 26-63 ns, is larger than most segments); the
+//! stable part is the atomic-to-atomic segment (7.8-12.8 ns over 5 runs), 38 of a call's 44
+//! points. So work is counted in points, and a point is worth the kernel's call time over the
+//! model's points per call: a path with more points (a longer scan, more groups tried) costs
+//! more, in the kernel's units.
+
+use serde::Serialize;
+
+use super::sched::LockKind;
+
+/// Where a segment of work ends: the synchronisation point it leads to. Work before an
+/// unlock is work done under that lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Seg {
+    Lock(LockKind),
+    TryLock(LockKind),
+    Unlock(LockKind),
+    Atomic,
+    /// From the last point of an allocator call to its return.
+    CallEnd,
+}
+
+impl Seg {
+    /// Every key, in the order `--calibrate` prints them.
+    pub fn all() -> Vec<Seg> {
+        let mut v = Vec::new();
+        for k in LockKind::ALL {
+            v.extend([Seg::Lock(k), Seg::TryLock(k), Seg::Unlock(k)]);
+        }
+        v.extend([Seg::Atomic, Seg::CallEnd]);
+        v
+    }
+}
+
+/// Synchronisation points per fallocate2 allocator call (linux-6.18, 1 CPU, 64 GiB), counted
+/// by `mballoc bench threads --calibrate`: 38.12 atomics, 2.02 group try-locks and busy
+/// checks, 2.02 group unlocks, 1 group lock, 0.21 others, and the call's end. A count, not a
+/// timing: it is the same on every machine.
+pub const POINTS_PER_CALL: f64 = 44.4;
+
+/// The kernel's `ext4_mb_new_blocks`, one thread, this machine (docs/performance.md).
+pub const KERNEL_CALL_NS: f64 = 4_420.0;
+
+/// Whole fallocate2 calls by the real kernel, one process, this machine, the same hour as
+/// [`KERNEL_CALL_NS`]: ops/s with `mb_optimize_scan` 0 and 1.
+pub const KERNEL_OPS_1P: [f64; 2] = [127_324.0, 119_170.0];
+
+/// Published core-to-core latency (AnandTech, Zen 4 review, "up to 79.5 ns" across CCXs).
+pub const SERVER_TRANSFER_NS: u64 = 80;
+/// This machine: `scripts/line_transfer.c`.
+pub const LOCAL_TRANSFER_NS: u64 = 29;
+pub const LOCAL_HANDOFF_NS: u64 = 198;
+
+/// Which machine's interaction costs a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Machine {
+    /// Published server figures (the seeds' machines).
+    Server,
+    /// This machine's measured figures (the 1-2 process check against the real kernel).
+    Local,
+}
+
+/// One run's costs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Costs {
+    pub machine: Machine,
+    /// Allocator work between two synchronisation points, ns.
+    pub point_ns: u64,
+    pub transfer_ns: u64,
+    pub handoff_ns: u64,
+    /// The fallocate call outside the allocator, ns.
+    pub outside_ns: u64,
+}
+
+impl Costs {
+    /// The costs for `machine` under `mb_optimize_scan` = `scan`.
+    pub fn new(machine: Machine, scan: bool) -> Costs {
+        let whole = 1e9 / KERNEL_OPS_1P[usize::from(scan)];
+        let (transfer_ns, handoff_ns) = match machine {
+            Machine::Server => (SERVER_TRANSFER_NS, SERVER_TRANSFER_NS),
+            Machine::Local => (LOCAL_TRANSFER_NS, LOCAL_HANDOFF_NS),
+        };
+        Costs {
+            machine,
+            point_ns: (KERNEL_CALL_NS / POINTS_PER_CALL).round() as u64,
+            transfer_ns,
+            handoff_ns,
+            outside_ns: (whole - KERNEL_CALL_NS).max(0.0).round() as u64,
+        }
+    }
+
+    /// Costs with every figure given: for tests.
+    pub fn flat(point_ns: u64, transfer_ns: u64, handoff_ns: u64, outside_ns: u64) -> Costs {
+        Costs {
+            machine: Machine::Server,
+            point_ns,
+            transfer_ns,
+            handoff_ns,
+            outside_ns,
+        }
+    }
+
+    /// The work of a segment ending at `_s`: every kind alike (see the module doc).
+    pub fn segment(&self, _s: Seg) -> u64 {
+        self.point_ns
+    }
+
+    /// Cache lines that move with a lock's data when another CPU held it last.
+    pub fn lines(&self, k: LockKind) -> u64 {
+        match k {
+            LockKind::Group => 3,
+            _ => 1,
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Many cores on a small machine: the real allocator on N virtual CPUs in virtual time.
+//!
+//! N OS threads each run will-it-scale's fallocate2 loop (the requests of `bench threads`'
+//! `fallocate2` pattern) through one shared [`Allocator`]; the library's `vcpu-hooks` seam
+//! reports every lock, try-lock, unlock and shared atomic to a [`sched::Sched`] that lets one
+//! thread run at a time, the one with the earliest virtual clock. Work between two points
+//! costs what [`cost`] says (measured on this machine, scaled to the kernel's measured
+//! allocator time); waits, hand-offs and cache-line transfers cost what the interaction costs.
+//! The rest of a `fallocate` call (system call, extent tree, journal handle) is a fixed cost
+//! per call, plus the journal's shared lines every handle writes: `start_this_handle` takes
+//! `j_state_lock` for reading and bumps the running transaction's `t_updates` and
+//! `t_outstanding_credits`; `jbd2_journal_stop` drops `t_updates`. Not modelled: the free
+//! clusters `percpu_counter`'s batch flush (one spinlock per 2·N blocks per CPU: under one
+//! lock per 64 calls at 96 CPUs) and `i_rwsem` (one file per task: never shared).
+//!
+//! Everything a run reports is deterministic — the same configuration gives the same bytes —
+//! except `real_s`, the host time it took.
+
+pub mod cost;
+pub mod sched;
+pub mod seeds;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use mballoc::vcpu::{self, Access, Hook};
+use mballoc::{Allocator, Policy};
+use serde::Serialize;
+
+use crate::bench::threads::{File, Pattern, Volume};
+use crate::bench::BenchError;
+use crate::fs::FIRST_FILE_INO;
+use cost::{Costs, Machine, Seg};
+use sched::{Deadlock, LockKind, Sched, VcpuHook, MAX_VCPUS};
+
+/// `j_state_lock`'s line and the running transaction's counters' line: addresses no
+/// allocation can have (the first page is never mapped).
+const J_STATE_LOCK: usize = 0x40;
+const TRANSACTION: usize = 0x80;
+
+/// One simulated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct VcpuConfig {
+    pub policy: String,
+    /// Tunables on top of the policy (`name=value`), `mb_optimize_scan` among them.
+    pub settings: Vec<String>,
+    pub fs_bytes: u64,
+    pub file_blocks: u32,
+    pub chunk: u32,
+    /// Virtual time each CPU runs, ns.
+    pub horizon_ns: u64,
+    pub machine: Machine,
+}
+
+impl VcpuConfig {
+    /// fallocate2 (1 MiB files, 8 KiB calls) on 64 GiB (512 groups: enough for 128 stream
+    /// goals, `min(cpus, groups / 4)`), 5 ms of virtual time per CPU.
+    pub fn fallocate2(policy: Policy, settings: &[String], machine: Machine) -> VcpuConfig {
+        VcpuConfig {
+            policy: policy.name().into(),
+            settings: settings.to_vec(),
+            fs_bytes: 64 << 30,
+            file_blocks: 256,
+            chunk: 2,
+            horizon_ns: 5_000_000,
+            machine,
+        }
+    }
+
+    fn policy(&self) -> Result<Policy, BenchError> {
+        self.policy
+            .parse()
+            .map_err(|_| BenchError::Peer(format!("unknown policy {:?}", self.policy)))
+    }
+
+    /// `mb_optimize_scan` as set (the policy's default, 1, otherwise).
+    fn optimize_scan(&self) -> bool {
+        !self.settings.iter().any(|s| s == "mb_optimize_scan=0")
+    }
+}
+
+/// Per allocator call, all CPUs together.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PerCall {
+    /// Lock acquisitions that queued, per lock.
+    pub lock_waits: BTreeMap<LockKind, f64>,
+    /// Virtual ns queued, per lock.
+    pub lock_wait_ns: BTreeMap<LockKind, f64>,
+    /// Try-locks and busy checks answered "busy", per lock.
+    pub busy: BTreeMap<LockKind, f64>,
+    pub groups_scanned: f64,
+    /// Calls that found their group the group another CPU allocated in last.
+    pub goal_collisions: f64,
+    pub line_transfers: f64,
+    /// Synchronisation points.
+    pub points: f64,
+}
+
+/// One point: a configuration at N CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct VcpuPoint {
+    pub vcpus: u32,
+    pub calls: u64,
+    /// Predicted: calls per second per CPU.
+    pub ops_per_s_per_cpu: f64,
+    pub ops_per_s: f64,
+    pub per_call: PerCall,
+    /// Share of all CPUs' virtual time spent queued on locks and lines.
+    pub waiting_share: f64,
+    /// Host seconds the point took (not deterministic).
+    #[serde(skip)]
+    pub real_s: f64,
+}
+
+/// What one CPU's thread did.
+struct CpuOut {
+    calls: u64,
+    collisions: u64,
+}
+
+/// One CPU's fallocate2 loop until its clock passes the horizon.
+fn cpu_loop(
+    me: usize,
+    s: &Arc<Sched>,
+    a: &Allocator,
+    vol: &Volume,
+    cfg: &VcpuConfig,
+    last_group: &Mutex<Vec<Option<u32>>>,
+) -> Result<CpuOut, BenchError> {
+    s.start(me);
+    let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
+        sched: Arc::clone(s),
+        me,
+    });
+    let installed = vcpu::install(hook);
+    let mut f = File::new(FIRST_FILE_INO + me as u64);
+    let (mut calls, mut collisions) = (0, 0);
+    let half = s.costs().outside_ns / 2;
+    let bpg = vol.geo.blocks_per_group();
+    while s.clock(me) < cfg.horizon_ns {
+        s.work(me, half);
+        // start_this_handle: read_lock(j_state_lock), t_updates, credits, read_unlock.
+        s.touch(me, J_STATE_LOCK, Access::Write, None);
+        s.touch(me, TRANSACTION, Access::Write, None);
+        s.touch(me, J_STATE_LOCK, Access::Write, None);
+        let req = f.request(Pattern::Fallocate2, cfg.chunk, me as u32, vol);
+        let got = a.allocate(&req)?;
+        s.mark(me, Seg::CallEnd);
+        let g = u32::try_from(got.extent.start / u64::from(bpg)).unwrap_or(u32::MAX);
+        {
+            let mut lg = last_group.lock().unwrap_or_else(|e| e.into_inner());
+            if lg.iter().enumerate().any(|(c, &x)| c != me && x == Some(g)) {
+                collisions += 1;
+            }
+            lg[me] = Some(g);
+        }
+        // jbd2_journal_stop: t_updates.
+        s.touch(me, TRANSACTION, Access::Write, None);
+        s.work(me, half);
+        f.add(got.extent);
+        calls += 1;
+        if f.place >= cfg.file_blocks {
+            f.truncate(a)?;
+        }
+    }
+    drop(installed);
+    s.finish(me);
+    Ok(CpuOut { calls, collisions })
+}
+
+/// Runs `cfg` on `n` virtual CPUs.
+pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
+    if n == 0 || n as usize > MAX_VCPUS {
+        return Err(BenchError::Peer(format!(
+            "--vcpus {n}: between 1 and {MAX_VCPUS}"
+        )));
+    }
+    let t0 = Instant::now();
+    let vol = Volume::new(cfg.fs_bytes)?;
+    let a = vol.allocator(cfg.policy()?, n.max(2), &cfg.settings)?;
+    let groups_before = a.stats().groups_scanned;
+    let s = Sched::new(n as usize, Costs::new(cfg.machine, cfg.optimize_scan()));
+    let last_group = Mutex::new(vec![None; n as usize]);
+    let outs: Vec<Result<CpuOut, BenchError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n as usize)
+            .map(|me| {
+                let (s, a, vol, lg) = (&s, &a, &vol, &last_group);
+                sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|p| {
+                    Err(BenchError::Peer(if p.is::<Deadlock>() {
+                        "virtual CPUs deadlocked".into()
+                    } else {
+                        "a virtual CPU's thread panicked".into()
+                    }))
+                })
+            })
+            .collect()
+    });
+    let mut calls = 0;
+    let mut collisions = 0;
+    for o in outs {
+        let o = o?;
+        calls += o.calls;
+        collisions += o.collisions;
+    }
+    let st = s.stats();
+    let clocks = s.clocks();
+    let busy_ns: u64 = clocks.iter().sum();
+    let per = |x: f64| if calls > 0 { x / calls as f64 } else { 0.0 };
+    let mut pc = PerCall {
+        groups_scanned: per((a.stats().groups_scanned - groups_before) as f64),
+        goal_collisions: per(collisions as f64),
+        line_transfers: per(st.line_transfers as f64),
+        points: per(st.points as f64),
+        ..PerCall::default()
+    };
+    let mut waited = st.line_wait_ns;
+    for (&k, l) in &st.locks {
+        pc.lock_waits.insert(k, per(l.waits as f64));
+        pc.lock_wait_ns.insert(k, per(l.wait_ns as f64));
+        pc.busy.insert(k, per(l.busy as f64));
+        waited += l.wait_ns;
+    }
+    let secs = busy_ns as f64 / 1e9 / f64::from(n);
+    let ops_per_s = calls as f64 / secs.max(1e-12);
+    Ok(VcpuPoint {
+        vcpus: n,
+        calls,
+        ops_per_s_per_cpu: ops_per_s / f64::from(n),
+        ops_per_s,
+        per_call: pc,
+        waiting_share: waited as f64 / (busy_ns as f64).max(1.0),
+        real_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// A curve: one configuration over CPU counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct VcpuCurve {
+    pub config: VcpuConfig,
+    pub points: Vec<VcpuPoint>,
+}
+
+pub fn run_curve(cfg: &VcpuConfig, vcpus: &[u32]) -> Result<VcpuCurve, BenchError> {
+    Ok(VcpuCurve {
+        config: cfg.clone(),
+        points: vcpus
+            .iter()
+            .map(|&n| run_point(cfg, n))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// Times the allocator between its synchronisation points (one thread, no scheduler): the
+/// measurement behind [`cost::SEG_NS`]. Keys are [`Seg::all`].
+struct Calibrator {
+    last: Cell<Instant>,
+    sums: RefCell<Vec<(f64, u64)>>,
+}
+
+impl Calibrator {
+    fn mark(&self, s: Seg) {
+        let now = Instant::now();
+        let i = Seg::all().iter().position(|&x| x == s).unwrap_or(0);
+        let mut sums = self.sums.borrow_mut();
+        sums[i].0 += (now - self.last.get()).as_nanos() as f64;
+        sums[i].1 += 1;
+        drop(sums);
+        self.last.set(Instant::now());
+    }
+}
+
+impl Hook for Calibrator {
+    fn lock(&self, _: usize, what: &'static str) {
+        self.mark(Seg::Lock(LockKind::of(what)));
+    }
+    fn try_lock(&self, _: usize, what: &'static str) -> bool {
+        self.mark(Seg::TryLock(LockKind::of(what)));
+        true
+    }
+    fn unlock(&self, _: usize, what: &'static str) {
+        self.mark(Seg::Unlock(LockKind::of(what)));
+    }
+    fn is_locked(&self, _: usize, what: &'static str) -> bool {
+        self.mark(Seg::TryLock(LockKind::of(what)));
+        false
+    }
+    fn wait(&self, _: usize, _: usize, _: &'static str) {}
+    fn notify_all(&self, _: usize) {}
+    fn atomic(&self, _: usize, _: Access) {
+        self.mark(Seg::Atomic);
+    }
+}
+
+/// The calibration's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    /// Per [`Seg::all`] key: mean ns, and points per call.
+    pub seg_ns: Vec<f64>,
+    pub per_call: Vec<f64>,
+    /// Mean ns per call, no hook installed.
+    pub call_ns: f64,
+    /// The timing's own cost per point, taken off every key.
+    pub overhead_ns: f64,
+}
+
+/// Runs `calls` fallocate2 calls (linux-6.18, one thread) twice: once plain, for the time
+/// per call, once with the [`Calibrator`], for where that time goes.
+pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
+    let vol = Volume::new(64 << 30)?;
+    let run = |hooked: Option<&Rc<Calibrator>>| -> Result<f64, BenchError> {
+        let a = vol.allocator(Policy::Linux618, 2, &[])?;
+        let mut f = File::new(FIRST_FILE_INO);
+        let t0 = Instant::now();
+        for _ in 0..calls {
+            let req = f.request(Pattern::Fallocate2, 2, 0, &vol);
+            if let Some(c) = hooked {
+                c.last.set(Instant::now());
+            }
+            let got = a.allocate(&req)?;
+            if let Some(c) = hooked {
+                c.mark(Seg::CallEnd);
+            }
+            f.add(got.extent);
+            if f.place >= 256 {
+                f.truncate(&a)?;
+            }
+        }
+        Ok(t0.elapsed().as_nanos() as f64 / calls as f64)
+    };
+    let call_ns = run(None)?;
+    let c = Rc::new(Calibrator {
+        last: Cell::new(Instant::now()),
+        sums: RefCell::new(vec![(0.0, 0); Seg::all().len()]),
+    });
+    // The timing's own cost: points with nothing between them.
+    let reps = 1_000_000;
+    for _ in 0..reps {
+        c.mark(Seg::Atomic);
+    }
+    let overhead_ns = c.sums.borrow()[Seg::all().len() - 2].0 / reps as f64;
+    *c.sums.borrow_mut() = vec![(0.0, 0); Seg::all().len()];
+    let installed = vcpu::install(Rc::clone(&c) as Rc<dyn Hook>);
+    run(Some(&c))?;
+    drop(installed);
+    let sums = c.sums.borrow();
+    let raw: Vec<f64> = sums
+        .iter()
+        .map(|&(t, k)| {
+            if k == 0 {
+                0.0
+            } else {
+                (t / k as f64 - overhead_ns).max(0.0)
+            }
+        })
+        .collect();
+    let per_call: Vec<f64> = sums.iter().map(|&(_, k)| k as f64 / calls as f64).collect();
+    // Scale so a call's points add up to the plain call's time.
+    let total: f64 = raw.iter().zip(&per_call).map(|(t, k)| t * k).sum();
+    let scale = if total > 0.0 { call_ns / total } else { 1.0 };
+    Ok(Calibration {
+        seg_ns: raw.iter().map(|t| t * scale).collect(),
+        per_call,
+        call_ns,
+        overhead_ns,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+//! The virtual-CPU scheduler: N OS threads, exactly one running at a time, each with a virtual
+//! clock. At every synchronisation point of the allocator ([`mballoc::vcpu::Hook`]) the
+//! running CPU is charged the work since its last point, then the runnable CPU with the
+//! earliest clock (ties: the lowest id) goes next, so that every interaction — a lock taken, a
+//! try-lock refused, a cache line moved — happens in virtual-time order. Nothing depends on
+//! the host's timing: the same inputs give the same schedule.
+//!
+//! What an interaction costs ([`Costs`]):
+//! * a lock another CPU holds: wait until its release (FIFO, as a queued spinlock), then the
+//!   hand-off; a lock last held by another CPU: its data lines move ([`Costs::lines`]);
+//! * an atomic on a line another CPU wrote: one transfer; a write to a line others hold: a
+//!   transfer, serialised behind the line's previous writer (`free_at`), which is what makes a
+//!   contended read-modify-write a queue.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use mballoc::vcpu::{Access, Hook};
+use serde::Serialize;
+
+use super::cost::{Costs, Seg};
+
+/// The most virtual CPUs (a line's sharers are one `u128`).
+pub const MAX_VCPUS: usize = 128;
+
+/// The locks a simulation tells apart, from the type of the data they guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockKind {
+    /// `ext4_lock_group` (a group's `GroupState`).
+    Group,
+    /// An inode's preallocation list (`ei->i_prealloc_lock`).
+    InodePa,
+    /// The owner map's shard (finding an inode's PA list).
+    PaShard,
+    /// A locality group's `lg_mutex`.
+    Lg,
+    /// Commit, pending frees, tunables and the rest.
+    Other,
+}
+
+impl LockKind {
+    pub const ALL: [LockKind; 5] = [
+        LockKind::Group,
+        LockKind::InodePa,
+        LockKind::PaShard,
+        LockKind::Lg,
+        LockKind::Other,
+    ];
+
+    /// From `std::any::type_name` of the guarded data.
+    pub fn of(what: &str) -> LockKind {
+        if what.ends_with("GroupState") {
+            LockKind::Group
+        } else if what.ends_with("OwnerPas") {
+            LockKind::InodePa
+        } else if what.contains("OwnerPas>") {
+            LockKind::PaShard
+        } else if what.ends_with("LocalityGroup") {
+            LockKind::Lg
+        } else {
+            LockKind::Other
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Group => "group",
+            LockKind::InodePa => "inode-pa",
+            LockKind::PaShard => "pa-shard",
+            LockKind::Lg => "lg",
+            LockKind::Other => "other",
+        }
+    }
+}
+
+/// Per lock kind, over the whole run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LockStats {
+    pub acquisitions: u64,
+    /// Acquisitions that found the lock held and queued.
+    pub waits: u64,
+    pub wait_ns: u64,
+    /// Try-locks answered busy (`ext4_try_lock_group` skips) and busy `is_locked` reads.
+    pub busy: u64,
+    /// Acquisitions by another CPU than the last holder (the data moved).
+    pub migrations: u64,
+}
+
+/// What a run counted, all CPUs together.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SchedStats {
+    pub locks: BTreeMap<LockKind, LockStats>,
+    /// Cache lines that moved to the CPU that touched them (loads and writes).
+    pub line_transfers: u64,
+    /// Time spent queued behind another CPU's write to a line.
+    pub line_wait_ns: u64,
+    /// Hook calls (every synchronisation point).
+    pub points: u64,
+    /// Times the running CPU changed.
+    pub switches: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Runnable,
+    Blocked,
+    Done,
+}
+
+#[derive(Default)]
+struct LockState {
+    owner: Option<usize>,
+    last: Option<usize>,
+    waiters: VecDeque<(usize, u64)>,
+}
+
+#[derive(Default)]
+struct Line {
+    sharers: u128,
+    free_at: u64,
+}
+
+struct State {
+    running: usize,
+    clock: Vec<u64>,
+    status: Vec<Status>,
+    locks: HashMap<usize, LockState>,
+    lines: HashMap<usize, Line>,
+    cvs: HashMap<usize, Vec<usize>>,
+    stats: SchedStats,
+    /// Set when no CPU can run while some wait: every thread then gives up.
+    deadlock: bool,
+}
+
+/// The shared scheduler; each OS thread reaches it through its [`VcpuHook`].
+pub struct Sched {
+    st: Mutex<State>,
+    turn: Vec<Condvar>,
+    costs: Costs,
+}
+
+/// A virtual deadlock: no CPU can run, some wait for locks or wake-ups.
+#[derive(Debug)]
+pub struct Deadlock;
+
+impl Sched {
+    /// `n` CPUs, CPU 0 first to run.
+    pub fn new(n: usize, costs: Costs) -> Arc<Sched> {
+        assert!((1..=MAX_VCPUS).contains(&n), "1..={MAX_VCPUS} vCPUs");
+        Arc::new(Sched {
+            st: Mutex::new(State {
+                running: 0,
+                clock: vec![0; n],
+                status: vec![Status::Runnable; n],
+                locks: HashMap::new(),
+                lines: HashMap::new(),
+                cvs: HashMap::new(),
+                stats: SchedStats::default(),
+                deadlock: false,
+            }),
+            turn: (0..n).map(|_| Condvar::new()).collect(),
+            costs,
+        })
+    }
+
+    pub fn costs(&self) -> &Costs {
+        &self.costs
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Blocks the calling thread until CPU `me` is the running one.
+    fn wait_turn<'a>(&'a self, me: usize, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        while st.running != me && !st.deadlock {
+            st = self.turn[me].wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.deadlock {
+            drop(st);
+            std::panic::panic_any(Deadlock);
+        }
+        st
+    }
+
+    /// Hands the turn to the runnable CPU with the earliest clock if that is not `me` (or
+    /// `me` cannot run), and waits for `me`'s next turn.
+    fn reschedule<'a>(&'a self, me: usize, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        let next = (0..st.clock.len())
+            .filter(|&c| st.status[c] == Status::Runnable)
+            .min_by_key(|&c| (st.clock[c], c));
+        match next {
+            Some(n) if n == me => st,
+            Some(n) => {
+                st.running = n;
+                st.stats.switches += 1;
+                self.turn[n].notify_one();
+                if st.status[me] == Status::Done {
+                    return st;
+                }
+                self.wait_turn(me, st)
+            }
+            None if st.status.iter().all(|&s| s == Status::Done) => st,
+            None => {
+                st.deadlock = true;
+                for t in &self.turn {
+                    t.notify_all();
+                }
+                drop(st);
+                std::panic::panic_any(Deadlock);
+            }
+        }
+    }
+
+    /// Charges `me` the segment that ends here and lets earlier CPUs go first.
+    fn point<'a>(&'a self, me: usize, seg: Option<Seg>) -> MutexGuard<'a, State> {
+        let mut st = self.state();
+        debug_assert_eq!(st.running, me, "only the running CPU reaches a point");
+        st.clock[me] += seg.map_or(0, |s| self.costs.segment(s));
+        st.stats.points += 1;
+        self.reschedule(me, st)
+    }
+
+    /// CPU `me`'s thread starts: wait for its first turn.
+    pub fn start(&self, me: usize) {
+        let st = self.state();
+        drop(self.wait_turn(me, st));
+    }
+
+    /// CPU `me` is done: it never runs again.
+    pub fn finish(&self, me: usize) {
+        let mut st = self.state();
+        st.status[me] = Status::Done;
+        drop(self.reschedule(me, st));
+    }
+
+    /// Charges `me` the allocator's work up to here (the end of a call).
+    pub fn mark(&self, me: usize, seg: Seg) {
+        drop(self.point(me, Some(seg)));
+    }
+
+    /// CPU `me`'s clock.
+    pub fn clock(&self, me: usize) -> u64 {
+        self.state().clock[me]
+    }
+
+    /// `me` works `ns` without interacting (the lab's own costs, outside the allocator).
+    pub fn work(&self, me: usize, ns: u64) {
+        let mut st = self.state();
+        st.clock[me] += ns;
+        drop(self.reschedule(me, st));
+    }
+
+    /// An access by `me` to the line of `addr` (an allocator atomic, or one of the lab's
+    /// kernel-wide lines): a transfer unless `me` holds the line as needed.
+    pub fn touch(&self, me: usize, addr: usize, access: Access, seg: Option<Seg>) {
+        let mut st = self.point(me, seg);
+        let transfer = self.costs.transfer_ns;
+        let bit = 1u128 << me;
+        let now = st.clock[me];
+        // One line per atomic, not per 64 bytes of address: which atomics share a line would
+        // depend on the heap's layout, and the library pads its shared atomics apart anyway.
+        let line = st.lines.entry(addr).or_default();
+        let (cost, waited) = match access {
+            Access::Load if line.sharers & bit != 0 || line.sharers == 0 => (0, 0),
+            Access::Load => {
+                line.sharers |= bit;
+                (transfer, 0)
+            }
+            Access::Write if line.sharers & !bit == 0 => {
+                line.sharers = bit;
+                (0, 0)
+            }
+            Access::Write => {
+                let start = now.max(line.free_at);
+                line.free_at = start + transfer;
+                line.sharers = bit;
+                (start - now + transfer, start - now)
+            }
+        };
+        st.clock[me] += cost;
+        if cost > 0 {
+            st.stats.line_transfers += 1;
+            st.stats.line_wait_ns += waited;
+        }
+    }
+
+    /// Makes `me` the owner of a free `lock`, charging its data's move if another CPU held
+    /// it last.
+    fn grant(&self, st: &mut State, me: usize, lock: usize, kind: LockKind) {
+        let lines = self.costs.lines(kind);
+        let l = st.locks.entry(lock).or_default();
+        debug_assert!(l.owner.is_none(), "granting a held lock");
+        l.owner = Some(me);
+        let moved = l.last.is_some_and(|p| p != me);
+        l.last = Some(me);
+        let s = st.stats.locks.entry(kind).or_default();
+        s.acquisitions += 1;
+        if moved {
+            s.migrations += 1;
+            st.clock[me] += lines * self.costs.transfer_ns;
+            st.stats.line_transfers += lines;
+        }
+    }
+
+    fn lock(&self, me: usize, lock: usize, kind: LockKind) {
+        let mut st = self.point(me, Some(Seg::Lock(kind)));
+        let held = st.locks.get(&lock).and_then(|l| l.owner);
+        match held {
+            None => self.grant(&mut st, me, lock, kind),
+            Some(o) => {
+                assert_ne!(o, me, "a CPU re-locking a lock it holds ({kind:?})");
+                let now = st.clock[me];
+                st.locks
+                    .entry(lock)
+                    .or_default()
+                    .waiters
+                    .push_back((me, now));
+                st.status[me] = Status::Blocked;
+                st.stats.locks.entry(kind).or_default().waits += 1;
+                drop(self.reschedule(me, st));
+            }
+        }
+    }
+
+    fn try_lock(&self, me: usize, lock: usize, kind: LockKind) -> bool {
+        let mut st = self.point(me, Some(Seg::TryLock(kind)));
+        if st.locks.get(&lock).is_some_and(|l| l.owner.is_some()) {
+            st.stats.locks.entry(kind).or_default().busy += 1;
+            return false;
+        }
+        self.grant(&mut st, me, lock, kind);
+        true
+    }
+
+    fn is_locked(&self, me: usize, lock: usize, kind: LockKind) -> bool {
+        let mut st = self.point(me, Some(Seg::TryLock(kind)));
+        let busy = st
+            .locks
+            .get(&lock)
+            .is_some_and(|l| l.owner.is_some_and(|o| o != me));
+        if busy {
+            st.stats.locks.entry(kind).or_default().busy += 1;
+        }
+        busy
+    }
+
+    /// Releases `lock` at `me`'s clock; the first waiter gets it after the hand-off.
+    fn release(&self, st: &mut State, me: usize, lock: usize, kind: LockKind) {
+        let now = st.clock[me];
+        let handoff = self.costs.handoff_ns;
+        let l = st
+            .locks
+            .get_mut(&lock)
+            .expect("releasing a lock never taken");
+        assert_eq!(l.owner, Some(me), "a CPU releasing a lock it does not hold");
+        l.owner = None;
+        if let Some((w, since)) = l.waiters.pop_front() {
+            st.clock[w] = st.clock[w].max(now) + handoff;
+            st.status[w] = Status::Runnable;
+            let waited = st.clock[w] - since;
+            st.stats.locks.entry(kind).or_default().wait_ns += waited;
+            self.grant(st, w, lock, kind);
+        }
+    }
+
+    fn unlock(&self, me: usize, lock: usize, kind: LockKind) {
+        let mut st = self.point(me, Some(Seg::Unlock(kind)));
+        self.release(&mut st, me, lock, kind);
+    }
+
+    fn wait(&self, me: usize, cv: usize, lock: usize, kind: LockKind) {
+        let mut st = self.point(me, Some(Seg::Unlock(kind)));
+        self.release(&mut st, me, lock, kind);
+        st.cvs.entry(cv).or_default().push(me);
+        st.status[me] = Status::Blocked;
+        drop(self.reschedule(me, st));
+    }
+
+    fn notify_all(&self, me: usize, cv: usize) {
+        let mut st = self.point(me, Some(Seg::Atomic));
+        let now = st.clock[me];
+        for w in st.cvs.remove(&cv).unwrap_or_default() {
+            st.clock[w] = st.clock[w].max(now);
+            st.status[w] = Status::Runnable;
+        }
+    }
+
+    /// Each CPU's clock, ns.
+    pub fn clocks(&self) -> Vec<u64> {
+        self.state().clock.clone()
+    }
+
+    pub fn stats(&self) -> SchedStats {
+        self.state().stats.clone()
+    }
+}
+
+/// The hook one CPU's thread installs.
+pub struct VcpuHook {
+    pub sched: Arc<Sched>,
+    pub me: usize,
+}
+
+impl Hook for VcpuHook {
+    fn lock(&self, lock: usize, what: &'static str) {
+        self.sched.lock(self.me, lock, LockKind::of(what));
+    }
+    fn try_lock(&self, lock: usize, what: &'static str) -> bool {
+        self.sched.try_lock(self.me, lock, LockKind::of(what))
+    }
+    fn unlock(&self, lock: usize, what: &'static str) {
+        self.sched.unlock(self.me, lock, LockKind::of(what));
+    }
+    fn is_locked(&self, lock: usize, what: &'static str) -> bool {
+        self.sched.is_locked(self.me, lock, LockKind::of(what))
+    }
+    fn wait(&self, cv: usize, lock: usize, what: &'static str) {
+        self.sched.wait(self.me, cv, lock, LockKind::of(what));
+    }
+    fn notify_all(&self, cv: usize) {
+        self.sched.notify_all(self.me, cv);
+    }
+    fn atomic(&self, addr: usize, access: Access) {
+        self.sched.touch(self.me, addr, access, Some(Seg::Atomic));
+    }
+}

@@ -1,0 +1,222 @@
+//! Seeds 000 and 001 at their own scale: fallocate2 per-CPU rates at 80 and 96 virtual CPUs,
+//! base against patched, beside the published figures, judged by sign, by a factor of two
+//! (the bar) and by ±25 % (the goal). The published figures are the test, never an input.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mballoc::Policy;
+use serde::Serialize;
+
+use super::cost::Machine;
+use super::{run_point, VcpuConfig};
+use crate::bench::BenchError;
+use crate::report::plot::{plot_throughput, Series};
+
+/// One published figure: per-container fallocate ops/s, base and patched.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Published {
+    pub seed: &'static str,
+    pub machine: &'static str,
+    pub optimize_scan: bool,
+    pub cpus: u32,
+    pub base: f64,
+    pub patched: f64,
+}
+
+impl Published {
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.patched / self.base - 1.0)
+    }
+}
+
+const fn p(
+    seed: &'static str,
+    machine: &'static str,
+    optimize_scan: bool,
+    cpus: u32,
+    base: f64,
+    patched: f64,
+) -> Published {
+    Published {
+        seed,
+        machine,
+        optimize_scan,
+        cpus,
+        base,
+        patched,
+    }
+}
+
+/// Seed 000's and 001's tables ("Average fallocate operations per container per second").
+pub const PUBLISHED: [Published; 8] = [
+    p("000", "Kunpeng 920", false, 80, 9636.0, 19628.0),
+    p("000", "Kunpeng 920", true, 80, 4834.0, 7129.0),
+    p("000", "AMD 9654 x2", false, 96, 22341.0, 53760.0),
+    p("000", "AMD 9654 x2", true, 96, 9177.0, 12716.0),
+    p("001", "Kunpeng 920", false, 80, 2667.0, 4821.0),
+    p("001", "Kunpeng 920", true, 80, 2643.0, 4784.0),
+    p("001", "AMD 9654 x2", false, 96, 3450.0, 15371.0),
+    p("001", "AMD 9654 x2", true, 96, 3209.0, 6101.0),
+];
+
+/// A seed's switch: its base value (the patched side is linux-6.18 as it is).
+fn base_setting(seed: &str) -> &'static str {
+    match seed {
+        "000" => "nr_global_goals=1",
+        _ => "try_lock_groups=0",
+    }
+}
+
+/// One published figure and ours.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub published: Published,
+    /// Extra settings on both sides.
+    pub variant: String,
+    pub base: f64,
+    pub patched: f64,
+    pub change_pct: f64,
+    /// Same sign, within a factor of 2, within ±25 % of the published change.
+    pub same_sign: bool,
+    pub within_2x: bool,
+    pub within_25pct: bool,
+}
+
+/// Runs every published configuration under each `variant` (settings on both sides; `""`
+/// for linux-6.18 as it is), at `cpus` virtual CPUs for the curves (the published counts are
+/// always run), drawing a curve per seed, `mb_optimize_scan` and variant into `svg_dir`.
+pub fn run(
+    variants: &[&str],
+    cpus: &[u32],
+    svg_dir: Option<&Path>,
+) -> Result<Vec<Row>, BenchError> {
+    let mut rows = Vec::new();
+    // (variant, scan, extra setting) -> cpus -> ops/s per CPU: the shared patched side runs once.
+    let mut done: BTreeMap<(String, bool, &str), BTreeMap<u32, f64>> = BTreeMap::new();
+    let mut rate = |variant: &str, scan: bool, extra: &'static str, n: u32| {
+        let key = (variant.to_string(), scan, extra);
+        if let Some(&r) = done.get(&key).and_then(|m| m.get(&n)) {
+            return Ok::<f64, BenchError>(r);
+        }
+        let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
+        settings.extend(variant.split_whitespace().map(String::from));
+        if !extra.is_empty() {
+            settings.push(extra.to_string());
+        }
+        let cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
+        let r = run_point(&cfg, n)?.ops_per_s_per_cpu;
+        done.entry(key).or_default().insert(n, r);
+        Ok(r)
+    };
+    for &variant in variants {
+        for pb in PUBLISHED {
+            let extra = base_setting(pb.seed);
+            let mut ns: Vec<u32> = cpus.to_vec();
+            ns.push(pb.cpus);
+            ns.sort_unstable();
+            ns.dedup();
+            let mut base_curve = Vec::new();
+            let mut patched_curve = Vec::new();
+            for &n in &ns {
+                base_curve.push((f64::from(n), rate(variant, pb.optimize_scan, extra, n)?));
+                patched_curve.push((f64::from(n), rate(variant, pb.optimize_scan, "", n)?));
+            }
+            let base = rate(variant, pb.optimize_scan, extra, pb.cpus)?;
+            let patched = rate(variant, pb.optimize_scan, "", pb.cpus)?;
+            let change_pct = 100.0 * (patched / base - 1.0);
+            let want = pb.change_pct();
+            let ratio = change_pct / want;
+            rows.push(Row {
+                published: pb,
+                variant: variant.to_string(),
+                base,
+                patched,
+                change_pct,
+                same_sign: ratio > 0.0,
+                within_2x: (0.5..=2.0).contains(&ratio),
+                within_25pct: (0.75..=1.25).contains(&ratio),
+            });
+            if let Some(dir) = svg_dir {
+                let name = format!(
+                    "seed{}-{}-scan{}{}.svg",
+                    pb.seed,
+                    pb.cpus,
+                    u8::from(pb.optimize_scan),
+                    if variant.is_empty() { "" } else { "-variant" }
+                );
+                let series = [
+                    Series {
+                        label: format!("base ({extra})"),
+                        points: base_curve,
+                    },
+                    Series {
+                        label: "patched (linux-6.18)".into(),
+                        points: patched_curve,
+                    },
+                    Series {
+                        label: format!("published base, {}", pb.machine),
+                        points: vec![(f64::from(pb.cpus), pb.base)],
+                    },
+                    Series {
+                        label: format!("published patched, {}", pb.machine),
+                        points: vec![(f64::from(pb.cpus), pb.patched)],
+                    },
+                ];
+                let title = format!(
+                    "seed {} fallocate2, mb_optimize_scan={} {}: ops/s per vCPU",
+                    pb.seed,
+                    u8::from(pb.optimize_scan),
+                    variant
+                );
+                plot_throughput(&title, &series, &dir.join(name))
+                    .map_err(|e| BenchError::Peer(e.to_string()))?;
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows as a table.
+pub fn render(rows: &[Row]) -> String {
+    use std::fmt::Write;
+    let mut t = format!(
+        "{:<4} {:<12} {:>4} {:>5} {:>9} {:>9} {:>8} {:>9} {:>5} {:>4} {:>5}  {}\n",
+        "seed",
+        "machine",
+        "scan",
+        "vcpus",
+        "base",
+        "patched",
+        "change",
+        "published",
+        "sign",
+        "x2",
+        "±25%",
+        "variant"
+    );
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    for r in rows {
+        let _ = writeln!(
+            t,
+            "{:<4} {:<12} {:>4} {:>5} {:>9.0} {:>9.0} {:>+7.1}% {:>+8.1}% {:>5} {:>4} {:>5}  {}",
+            r.published.seed,
+            r.published.machine,
+            u8::from(r.published.optimize_scan),
+            r.published.cpus,
+            r.base,
+            r.patched,
+            r.change_pct,
+            r.published.change_pct(),
+            yn(r.same_sign),
+            yn(r.within_2x),
+            yn(r.within_25pct),
+            if r.variant.is_empty() {
+                "linux-6.18"
+            } else {
+                &r.variant
+            }
+        );
+    }
+    t
+}

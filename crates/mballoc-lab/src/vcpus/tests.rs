@@ -1,0 +1,171 @@
+//! The simulator's own laws, on synthetic work and on the real allocator at small scale
+//! (each test runs in well under a second of virtual time).
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use mballoc::vcpu::{self, Hook};
+use mballoc::Policy;
+use serde_json::Value;
+
+use super::cost::{Costs, Machine};
+use super::sched::{Sched, VcpuHook};
+use super::*;
+
+/// Runs `body(me, hook)` on `n` virtual CPUs over `costs`; returns the final clocks.
+fn synthetic(n: usize, costs: Costs, body: impl Fn(usize, &VcpuHook) + Sync) -> Vec<u64> {
+    let s = Sched::new(n, costs);
+    std::thread::scope(|sc| {
+        for me in 0..n {
+            let (s, body) = (&s, &body);
+            sc.spawn(move || {
+                s.start(me);
+                let h = VcpuHook {
+                    sched: Arc::clone(s),
+                    me,
+                };
+                body(me, &h);
+                s.finish(me);
+            });
+        }
+    });
+    s.clocks()
+}
+
+#[test]
+fn cpus_that_share_nothing_scale_linearly() {
+    for n in [1, 4, 16] {
+        let clocks = synthetic(n, Costs::flat(10, 80, 80, 0), |me, h| {
+            for _ in 0..200 {
+                h.sched.work(me, 1_000);
+                // A line of its own: never a transfer.
+                h.atomic(0x10_000 + me * 4096, Access::Write);
+            }
+        });
+        // 200 calls each of 1,000 ns of work and one 10 ns point: every CPU finishes at the
+        // same time whatever n, so total throughput is n times one CPU's.
+        assert!(clocks.iter().all(|&c| c == 200 * 1_010), "{n}: {clocks:?}");
+    }
+}
+
+#[test]
+fn one_lock_held_for_t_saturates_at_one_over_t() {
+    let t = 2_000;
+    for n in [1u64, 2, 8, 32] {
+        let calls = 100;
+        let clocks = synthetic(n as usize, Costs::flat(0, 0, 0, 0), |me, h| {
+            for _ in 0..calls {
+                h.lock(0x20_000, "GroupState");
+                h.sched.work(me, t);
+                h.unlock(0x20_000, "GroupState");
+                h.sched.work(me, 3 * t);
+            }
+        });
+        let end = *clocks.iter().max().unwrap() as f64;
+        let rate = (n * calls) as f64 / end * 1e9;
+        // Alone a CPU does one call per 4t; together they cannot exceed one per t.
+        let want = (n as f64 / (4 * t) as f64).min(1.0 / t as f64) * 1e9;
+        assert!(
+            (rate / want - 1.0).abs() < 0.05,
+            "{n} CPUs: {rate:.0} calls/s, expected {want:.0}"
+        );
+    }
+}
+
+fn small(policy: Policy, settings: &[&str], machine: Machine, horizon_ns: u64) -> VcpuConfig {
+    VcpuConfig {
+        fs_bytes: 4 << 30,
+        horizon_ns,
+        ..VcpuConfig::fallocate2(
+            policy,
+            &settings.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            machine,
+        )
+    }
+}
+
+#[test]
+fn the_same_configuration_gives_the_same_bytes() {
+    let cfg = small(Policy::Linux618, &[], Machine::Server, 300_000);
+    let a = serde_json::to_string(&run_point(&cfg, 6).unwrap()).unwrap();
+    let b = serde_json::to_string(&run_point(&cfg, 6).unwrap()).unwrap();
+    assert_eq!(a, b);
+    assert!(a.contains("\"calls\""));
+}
+
+#[test]
+fn one_vcpu_places_as_the_plain_allocator() {
+    let vol = Volume::new(1 << 30).unwrap();
+    let place = |hooked: bool| {
+        let a = vol.allocator(Policy::Linux618, 2, &[]).unwrap();
+        let s = Sched::new(1, Costs::new(Machine::Server, true));
+        let _installed = hooked.then(|| {
+            vcpu::install(Rc::new(VcpuHook {
+                sched: Arc::clone(&s),
+                me: 0,
+            }) as Rc<dyn Hook>)
+        });
+        let mut f = File::new(FIRST_FILE_INO);
+        let mut placed = Vec::new();
+        for _ in 0..600 {
+            let got = a
+                .allocate(&f.request(Pattern::Fallocate2, 2, 0, &vol))
+                .unwrap();
+            placed.push(got.extent);
+            f.add(got.extent);
+            if f.place >= 256 {
+                f.truncate(&a).unwrap();
+            }
+        }
+        (placed, s.stats().points)
+    };
+    let (plain, none) = place(false);
+    let (hooked, points) = place(true);
+    assert_eq!(none, 0);
+    assert!(points > 600, "the hook saw {points} points");
+    assert_eq!(plain, hooked);
+}
+
+/// The kernel's 2-process over 1-process throughput on this machine (stored measurement),
+/// per `mb_optimize_scan`.
+fn kernel_two_over_one() -> Vec<(bool, f64)> {
+    let v: Value = serde_json::from_str(include_str!(
+        "../../../../docs/measurements/kernel-fallocate2.json"
+    ))
+    .unwrap();
+    let set = v["sets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["used_by_tests"] == true)
+        .unwrap();
+    ["0", "1"]
+        .iter()
+        .map(|scan| {
+            let m = &set["median_total_ops_s"][scan];
+            (
+                *scan == "1",
+                m["2"].as_f64().unwrap() / m["1"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_vcpus_scale_as_two_kernel_processes_within_15_percent() {
+    for (scan, kernel) in kernel_two_over_one() {
+        let set = if scan {
+            "mb_optimize_scan=1"
+        } else {
+            "mb_optimize_scan=0"
+        };
+        let cfg = small(Policy::Linux618, &[set], Machine::Local, 1_000_000);
+        let one = run_point(&cfg, 1).unwrap().ops_per_s;
+        let two = run_point(&cfg, 2).unwrap().ops_per_s;
+        let model = two / one;
+        assert!(
+            (model / kernel - 1.0).abs() <= 0.15,
+            "{set}: model {model:.3}x, kernel {kernel:.3}x"
+        );
+    }
+}

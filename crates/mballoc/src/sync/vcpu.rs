@@ -1,0 +1,99 @@
+//! Virtual-CPU hooks (cargo feature `vcpu-hooks`, off by default): every point where two
+//! CPUs running the allocator interact — a lock, a try-lock, an unlock, a condition-variable
+//! wait, a load, store or read-modify-write of a shared atomic — calls the [`Hook`] installed
+//! on the calling thread, if any.
+//!
+//! A simulator (the lab's `--vcpus` mode) installs one hook per OS thread and lets exactly one
+//! thread run at a time: at each hook it charges the work done since the last one to that
+//! thread's virtual clock and decides which virtual CPU goes next. The allocator itself is
+//! unchanged: the same code runs, only the synchronisation facade ([`crate::sync`]) reports
+//! what it is about to do.
+//!
+//! Without a hook installed on the thread, each point costs one thread-local read and a
+//! branch; without the feature the facade is `parking_lot` and `std` and nothing here exists.
+//! A hook sees every lock as the address of its mutex and the name of the data it guards
+//! (`std::any::type_name`), which is how a simulator tells group locks from PA locks.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What an atomic access does to its cache line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// A plain load: a shared copy of the line.
+    Load,
+    /// A store or read-modify-write: the line exclusively, every other copy invalidated.
+    Write,
+}
+
+/// The simulator's side of the seam. Every method runs on the thread that does the act;
+/// it may block that thread until the simulator lets its virtual CPU go on.
+pub trait Hook {
+    /// Before taking `lock` (a mutex guarding a `what`): return once the simulator has
+    /// granted it to this CPU. The real lock is taken right after, and must be free.
+    fn lock(&self, lock: usize, what: &'static str);
+    /// A try-lock: `true` grants the lock as [`Hook::lock`] does; `false` is "busy".
+    fn try_lock(&self, lock: usize, what: &'static str) -> bool;
+    /// Right after the real unlock.
+    fn unlock(&self, lock: usize, what: &'static str);
+    /// Whether another CPU holds `lock` now (the racy `spin_is_locked` read).
+    fn is_locked(&self, lock: usize, what: &'static str) -> bool;
+    /// A condition-variable wait: `lock` (already really unlocked) is released in the
+    /// simulation and this CPU sleeps until [`Hook::notify_all`] on `cv`; the caller then
+    /// takes `lock` again through [`Hook::lock`].
+    fn wait(&self, cv: usize, lock: usize, what: &'static str);
+    /// Wakes every CPU waiting on `cv`.
+    fn notify_all(&self, cv: usize);
+    /// An access to the atomic at `addr`.
+    fn atomic(&self, addr: usize, access: Access);
+}
+
+thread_local! {
+    static HOOK: Cell<Option<Rc<dyn Hook>>> = const { Cell::new(None) };
+}
+
+/// Whether a hook was ever installed in this process: until then a synchronisation point
+/// costs one relaxed load of this flag and no thread-local access.
+static EVER: AtomicBool = AtomicBool::new(false);
+
+/// Installs `hook` on the calling thread until the returned guard is dropped.
+pub fn install(hook: Rc<dyn Hook>) -> Installed {
+    EVER.store(true, Ordering::Relaxed);
+    HOOK.with(|h| h.set(Some(hook)));
+    Installed(std::marker::PhantomData)
+}
+
+/// Removes the thread's hook on drop; not `Send`, so it is dropped on the thread it was made.
+pub struct Installed(std::marker::PhantomData<*const ()>);
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        HOOK.with(|h| h.set(None));
+    }
+}
+
+/// Runs `f` with the calling thread's hook, if one is installed.
+#[inline]
+pub(crate) fn with<R>(f: impl FnOnce(&dyn Hook) -> R) -> Option<R> {
+    if !EVER.load(Ordering::Relaxed) {
+        return None;
+    }
+    HOOK.with(|h| {
+        let hook = h.take()?;
+        let r = f(&*hook);
+        h.set(Some(hook));
+        Some(r)
+    })
+}
+
+/// Whether the calling thread has a hook.
+pub(crate) fn installed() -> bool {
+    EVER.load(Ordering::Relaxed)
+        && HOOK.with(|h| {
+            let hook = h.take();
+            let some = hook.is_some();
+            h.set(hook);
+            some
+        })
+}
