@@ -102,6 +102,15 @@ def trim(r):
     if "e2freefrag" in a:
         a["e2freefrag"] = {k: v for k, v in a["e2freefrag"].items() if k != "raw"}
     r["analysis"] = a
+    if "fio_run" in r:
+        # the runner's mount point and scratch output file: names on the measuring machine only
+        cmd = r["fio_run"].get("cmd", [])
+        named = {"--output": "OUTPUT", "--directory": "MNT"}
+        r["fio_run"] = dict(r["fio_run"], cmd=[
+            named.get(cmd[i - 1], c) if i else c for i, c in enumerate(cmd)])
+    fio = r.get("fio_json", {})
+    if "directory" in fio.get("global options", {}):
+        r["fio_json"] = dict(fio, **{"global options": dict(fio["global options"], directory="MNT")})
     return r
 
 
