@@ -92,7 +92,7 @@ impl Condvar {
     /// hook sleeps this CPU until a notify, and the lock is taken again through the hook.
     #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
     pub(crate) fn wait<'a, T>(&self, mut guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        if !crate::vcpu::installed() {
+        if !vcpu::installed() {
             self.0.wait(&mut guard.inner);
             return guard;
         }
@@ -107,7 +107,7 @@ impl Condvar {
     }
     pub(crate) fn notify_all(&self) {
         #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-        crate::vcpu::with(|h| h.notify_all(self as *const Self as usize));
+        vcpu::with(|h| h.notify_all(self as *const Self as usize));
         self.0.notify_all();
     }
 }
@@ -174,7 +174,7 @@ mod hooked {
     use std::ops::{Deref, DerefMut};
     use std::sync::atomic::Ordering;
 
-    use crate::vcpu::{self, Access};
+    use super::vcpu::{self, Access};
 
     #[derive(Default, Debug)]
     pub struct Mutex<T>(parking_lot::Mutex<T>);
