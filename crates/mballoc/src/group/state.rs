@@ -4,10 +4,13 @@
 //! and sets each one's "bitmap read" mark ([`BBITMAP_READ`]) with an atomic read-modify-write
 //! in 6.18 (seed 003 tests it first). Inside [`Group`](crate::group::info::Group) those reads
 //! and writes would land on sixteen cache lines that other CPUs are busy locking and updating
-//! for their own groups; packed here they are one or two lines. The mark stays in each
-//! group's own word, as in the kernel, rather than in a bitset of its own: a bitset would put
-//! 64 groups' marks in one word, and every walk's write to it would be shared by every CPU
-//! prefetching anywhere in those 64 groups, a sharing the kernel does not have.
+//! for their own groups; packed here they are one or two lines.
+//!
+//! The mark is a bit of each group's own word, as in the kernel's `bb_state`, not a bitset of
+//! its own: in a bitset one word holds 64 groups' marks, and every 6.18 walk anywhere in those
+//! 64 groups writes it, a sharing the kernel does not have. (Sixteen words still share a
+//! 64-byte line here, where the kernel has one `ext4_group_info` per group; the many-CPU
+//! simulation counts one line per atomic, so it sees the kernel's layout.)
 
 use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::percpu::Isolated;
