@@ -1,9 +1,10 @@
 //! The lab's fsperf workloads against real ext4: every test at 8 GiB, scale 0.5 (the job files
 //! the reference runs used), Linux 6.18 policy, one thread (deterministic), the median of seeds
-//! 1–3 checked against the median of the 3 real Linux 6.18 ext4 runs stored in
+//! 1–9 checked against the median of the 9 real Linux 6.18 ext4 runs stored in
 //! `kernel-frag/reference.json`: `frag_pct_mean` and extents per file within ±25 %. Single runs
-//! vary on both sides (real bufferedappendvsfallocate: 24.7 / 14.3 / 22.6), so like is
-//! compared with like: a median of three.
+//! vary on both sides (real bufferedappendvsfallocate: 14.3 … 38.8 over the nine), so like is
+//! compared with like: a median of nine against a median of nine. The seed count was set to
+//! the real run count before either side's figures were looked at.
 //!
 //! A figure the lab does not reach is listed in [`KNOWN_MISSES`] with its measured value and
 //! the reason found; the test then checks that it still misses on the same side, so a fix (or a
@@ -26,13 +27,13 @@ const TESTS: [&str; 6] = [
 
 /// `(test, metric, lab / kernel − 1 when recorded)`.
 ///
-/// foursizes: seeds 1–3 give 31.48 / 27.30 / 28.10 against real 14.60 / 20.31 / 26.85 (median
-/// 20.31). Over seeds 1–30 the lab's mean is 24.97 (+23 %, sd 4.06), and the journal commits and
-/// fallocate pace that moved its three-seed median from 23.70 to 28.10 moved that mean only from
-/// 24.24 to 24.97: the three-seed median shifts by a few points whenever a model change
-/// reshuffles the runs' random draws. The lab leaves more data groups than real ext4 (35–41
-/// against 29–38) on every appender test; that spread is not explained yet (`docs/fsperf.md`).
-const KNOWN_MISSES: &[(&str, &str, f64)] = &[("foursizes", "frag_pct_mean", 0.38)];
+/// foursizes: seeds 1–9 give 31.48 / 27.30 / 28.10 / 30.03 / 26.14 / 29.76 / 20.05 / 19.15 /
+/// 30.10 (median 28.10) against real 14.60 / 20.31 / 26.85 / 22.06 / 12.83 / 30.08 / 22.97 /
+/// 26.47 / 13.26 (median 22.06): +27 %. Seven of the nine seeds lie between 26 and 32, above all
+/// but one real run. Over seeds 1–30 the lab's mean is 24.97 (sd 4.06) against a real mean of
+/// 21.05 over the nine (+19 %). The lab leaves more data groups than real ext4 (median 36
+/// against 31); that is not explained yet (`docs/fsperf.md`).
+const KNOWN_MISSES: &[(&str, &str, f64)] = &[("foursizes", "frag_pct_mean", 0.27)];
 
 fn reference() -> Value {
     let path = concat!(
@@ -58,11 +59,15 @@ fn lab(test: &str, seed: u64) -> mballoc_lab::workload::RunResult {
     run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test}: {e}"))
 }
 
-fn median3(v: impl Iterator<Item = f64>) -> f64 {
+/// The lab's seeds: as many as the real runs, so that like is compared with like.
+const SEEDS: std::ops::RangeInclusive<u64> = 1..=9;
+
+/// Median of an odd number of values (the middle one).
+fn median(v: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = v.collect();
-    assert_eq!(v.len(), 3);
+    assert_eq!(v.len() % 2, 1, "median of an odd count: {v:?}");
     v.sort_by(f64::total_cmp);
-    v[1]
+    v[v.len() / 2]
 }
 
 /// `within` when `|lab − kernel| ≤ 25 % of kernel` (a kernel 0 needs a lab 0).
@@ -76,16 +81,20 @@ fn fsperf_tests_land_within_25_percent_of_real_ext4() {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for test in TESTS {
-        let runs: Vec<_> = (1..=3).map(|seed| lab(test, seed)).collect();
+        let runs: Vec<_> = SEEDS.map(|seed| lab(test, seed)).collect();
         let kernel = &reference["tests"][test]["ext4"]["median"];
         for metric in ["frag_pct_mean", "extents_per_file"] {
             let k = kernel[metric].as_f64().unwrap();
-            let l = median3(runs.iter().map(|r| r.scalars[metric]));
+            let l = median(runs.iter().map(|r| r.scalars[metric]));
             let line = format!(
                 "{test} {metric}: lab {l:.2} kernel {k:.2} ({:+.1} %)",
                 if k == 0.0 { 0.0 } else { (l / k - 1.0) * 100.0 }
             );
-            report.push(line.clone());
+            let seeds: Vec<String> = runs
+                .iter()
+                .map(|r| format!("{:.2}", r.scalars[metric]))
+                .collect();
+            report.push(format!("{line}; seeds {}", seeds.join(" / ")));
             let known = KNOWN_MISSES.iter().find(|m| m.0 == test && m.1 == metric);
             match known {
                 None if !within(l, k) => failures.push(format!("{line}: outside ±25 %")),
@@ -98,11 +107,18 @@ fn fsperf_tests_land_within_25_percent_of_real_ext4() {
                 _ => {}
             }
         }
+        let groups = |key: &str| median(runs.iter().map(|r| r.scalars[key]));
+        report.push(format!(
+            "{test} groups (median): {}/{} fragmented/data",
+            groups("fragmented_bg_count"),
+            groups("data_bg_count")
+        ));
         // Every run reports the fsperf group counts the comparison rests on.
         for r in &runs {
             assert!(r.scalars["data_bg_count"] >= r.scalars["fragmented_bg_count"]);
         }
     }
+    println!("{}", report.join("\n"));
     assert!(
         failures.is_empty(),
         "{}\n\nall:\n{}",
