@@ -13,7 +13,7 @@ use crate::group::buddy::Buddy;
 use crate::group::class_index::{ClassIndex, Kind};
 use crate::group::info::{Group, GroupState, Loaded, NO_HOME};
 use crate::group::size_class::SizeClass;
-use crate::group::state::{self, GroupStates, ReadMarks, StateBits};
+use crate::group::state::{self, GroupStates, StateBits};
 use crate::load::cache::{GroupCache, EVICTED};
 use crate::load::page::{BuddyPages, DEFAULT_PAGE_SIZE};
 use crate::load::readahead::{ReadAhead, Taken};
@@ -37,8 +37,6 @@ pub struct Allocator {
     pub(crate) groups: Box<[Group]>,
     /// Every group's `bb_state` bits, packed (see [`StateBits`]).
     pub(crate) state: GroupStates,
-    /// Every group's "prefetch issued" mark (`BBITMAP_READ`).
-    pub(crate) read_marks: ReadMarks,
     /// Groups whose buddy was never built (`NEED_INIT` set): while none is left, the
     /// prefetch completion has nothing to do and skips its walk.
     pub(crate) uninit: Padded<AtomicU32>,
@@ -248,7 +246,6 @@ impl Builder {
             tun_writer: Mutex::new(()),
             groups,
             state: GroupStates::new(n, state::NEED_INIT),
-            read_marks: ReadMarks::new(n),
             uninit: Padded(AtomicU32::new(n)),
             classless: Padded(AtomicU32::new(n)),
             pa: Preallocs::new(self.cpus),

@@ -562,18 +562,15 @@ impl Allocator {
         if !test_before_set {
             // 6.18 looks the descriptor up first, for every group of the window.
             stats.add(|c| &c.prefetch_desc_lookups, u64::from(nr));
-        } else if g + nr <= n && self.read_marks.all_set(g, nr) && !self.no_walk_shortcuts() {
-            // Tested first, a window whose marks are all set does nothing but move on: one
-            // load for the window instead of one per group.
-            return if g + nr >= n { 0 } else { g + nr };
         }
         for _ in 0..nr {
-            let (word, bit) = self.read_marks.word(g);
-            // EXT4_MB_GRP_TEST_AND_SET_READ: 6.18 always sets with an atomic RMW; seed 003
-            // tests first, so a mark set long ago costs a plain load.
-            let already = (test_before_set && word.load(Ordering::Relaxed) & bit != 0)
-                || word.fetch_or(bit, Ordering::Relaxed) & bit != 0;
-            if !already && self.bits(g).need_init() {
+            let bits = self.bits(g);
+            // EXT4_MB_GRP_TEST_AND_SET_READ, on the group's own state word: 6.18 always sets
+            // with an atomic RMW; seed 003 tests first, so a mark set long ago costs a plain
+            // load.
+            let already = (test_before_set && bits.has(state::BBITMAP_READ))
+                || bits.test_and_set(state::BBITMAP_READ);
+            if !already && bits.need_init() {
                 if test_before_set {
                     stats.bump(|c| &c.prefetch_desc_lookups);
                 }

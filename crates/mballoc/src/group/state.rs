@@ -1,13 +1,18 @@
 //! The `bb_state` bits of every group (`EXT4_GROUP_INFO_*_BIT`), kept apart from the groups.
 //!
 //! Why apart: every request's prefetch walk reads the state of up to a flex group of groups,
-//! and 6.18 also sets each one's "bitmap read" mark with an atomic read-modify-write (seed 003).
-//! Inside [`Group`](crate::group::info::Group) those reads and writes would land on sixteen cache
-//! lines that other CPUs are busy locking and updating for their own groups; packed here they
-//! are one or two lines, rarely written (the read marks, written on every walk, have a bitset
-//! of their own).
+//! and sets each one's "bitmap read" mark ([`BBITMAP_READ`]) with an atomic read-modify-write
+//! in 6.18 (seed 003 tests it first). Inside [`Group`](crate::group::info::Group) those reads
+//! and writes would land on sixteen cache lines that other CPUs are busy locking and updating
+//! for their own groups; packed here they are one or two lines.
+//!
+//! The mark is a bit of each group's own word, as in the kernel's `bb_state`, not a bitset of
+//! its own: in a bitset one word holds 64 groups' marks, and every 6.18 walk anywhere in those
+//! 64 groups writes it, a sharing the kernel does not have. (Sixteen words still share a
+//! 64-byte line here, where the kernel has one `ext4_group_info` per group; the many-CPU
+//! simulation counts one line per atomic, so it sees the kernel's layout.)
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic::{AtomicU32, Ordering};
 use crate::sync::percpu::Isolated;
 
 /// Buddy not generated yet (`EXT4_GROUP_INFO_NEED_INIT_BIT`).
@@ -22,35 +27,11 @@ pub const BBITMAP_CORRUPT: u32 = 1 << 2;
 /// buddy built), and cleared with it.
 pub const BLOCK_UNINIT: u32 = 1 << 3;
 
-/// `EXT4_GROUP_INFO_BBITMAP_READ_BIT` of every group: prefetch already issued once, never
-/// cleared. A bitset of its own, apart from the other state bits, because 6.18 sets it with an
-/// atomic read-modify-write on every prefetch walk (seed 003): those writes bounce the one
-/// line they hit between CPUs, and that line should hold nothing else that requests read.
-pub struct ReadMarks(Isolated<AtomicU64>);
-
-impl ReadMarks {
-    pub fn new(groups: u32) -> ReadMarks {
-        ReadMarks(Isolated::new(groups.div_ceil(64) as usize, || {
-            AtomicU64::new(0)
-        }))
-    }
-    /// The word holding `g`'s mark, and the mark's bit in it.
-    #[inline]
-    pub fn word(&self, g: u32) -> (&AtomicU64, u64) {
-        (self.0.get((g / 64) as usize), 1 << (g % 64))
-    }
-    /// Whether the marks of `[g, g + nr)` are all set, read from one word (false whenever the
-    /// window does not fit in `g`'s word: the caller then walks it group by group).
-    #[inline]
-    pub fn all_set(&self, g: u32, nr: u32) -> bool {
-        let bit = g % 64;
-        if nr == 0 || bit + nr > 64 {
-            return false;
-        }
-        let mask = (u64::MAX >> (64 - nr)) << bit;
-        self.0.get((g / 64) as usize).load(Ordering::Relaxed) & mask == mask
-    }
-}
+/// `EXT4_GROUP_INFO_BBITMAP_READ_BIT`: prefetch already issued once, never cleared. In the
+/// group's own state word, as in the kernel's `bb_state`: 6.18 sets it with an atomic
+/// read-modify-write on every prefetch walk (seed 003 tests it first), so each walk writes the
+/// state words of its window, one per group, and no two groups' marks share a word.
+pub const BBITMAP_READ: u32 = 1 << 4;
 
 /// Every group's `bb_state` bits, packed and isolated from other allocations.
 pub struct GroupStates(Isolated<StateBits>);
@@ -82,6 +63,12 @@ impl StateBits {
     pub fn set(&self, f: u32) {
         self.0.fetch_or(f, Ordering::Relaxed);
     }
+    /// Sets `f` and tells whether it was set before (`test_and_set_bit`): always an atomic
+    /// read-modify-write, a write to the word even when the bit is set.
+    #[inline]
+    pub fn test_and_set(&self, f: u32) -> bool {
+        self.0.fetch_or(f, Ordering::Relaxed) & f != 0
+    }
     /// Clears `f`; a plain load when none of it is set (no write to a shared line).
     #[inline]
     pub fn clear(&self, f: u32) {
@@ -104,22 +91,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn all_set_reads_one_word_window() {
-        let m = ReadMarks::new(200);
-        for g in 64..80 {
-            let (w, b) = m.word(g);
-            w.fetch_or(b, Ordering::Relaxed);
+    fn read_mark_is_one_bit_of_each_groups_own_word() {
+        let st = GroupStates::new(200, NEED_INIT);
+        assert!(!st.get(70).test_and_set(BBITMAP_READ));
+        assert!(st.get(70).test_and_set(BBITMAP_READ));
+        // Only group 70's word holds the mark; its other bits are untouched.
+        assert!(st.get(70).has(BBITMAP_READ) && st.get(70).need_init());
+        assert!(!st.get(69).has(BBITMAP_READ) && !st.get(71).has(BBITMAP_READ));
+        for f in [NEED_INIT, WAS_TRIMMED, BBITMAP_CORRUPT, BLOCK_UNINIT] {
+            assert_eq!(f & BBITMAP_READ, 0);
         }
-        assert!(m.all_set(64, 16) && m.all_set(70, 10) && m.all_set(79, 1));
-        assert!(!m.all_set(64, 17) && !m.all_set(63, 2) && !m.all_set(64, 0));
-        // A window crossing a word boundary is never answered from one word.
-        for g in 120..136 {
-            let (w, b) = m.word(g);
-            w.fetch_or(b, Ordering::Relaxed);
-        }
-        assert!(!m.all_set(120, 16) && m.all_set(128, 8));
-        let (w, b) = m.word(75);
-        w.fetch_and(!b, Ordering::Relaxed);
-        assert!(!m.all_set(64, 16) && m.all_set(76, 4));
     }
 }
