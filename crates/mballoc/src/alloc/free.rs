@@ -156,6 +156,7 @@ impl Allocator {
 
     /// Every block of the piece `c` of `extent` must be in use on disk (a double free or a
     /// free of what was never allocated is refused). Called under the group lock.
+    #[inline]
     fn check_allocated(&self, st: &mut GroupState, c: Ex, extent: Extent) -> Result<(), Error> {
         // The group cache may have dropped a clean group since `load_group`.
         self.load_locked(&self.groups[c.group as usize], st)?;
@@ -351,6 +352,7 @@ impl Allocator {
     /// After freed blocks went back to group `g`'s buddy (`ext4_free_data_in_buddy`, or
     /// `ext4_mb_clear_bb` without a journal): the group needs trimming again, the blocks
     /// count as entered (`discard_pa_seq`), and the group's summary moves. Under its lock.
+    #[inline(always)]
     fn after_buddy_free(&self, g: u32, st: &mut GroupState) {
         self.bits(g).clear(state::WAS_TRIMMED);
         self.bump_discard_seq();
