@@ -83,6 +83,76 @@ pub struct Row {
     pub within_25pct: bool,
 }
 
+/// Per-CPU rates of fallocate2 points, each configuration run once: the patched side
+/// (linux-6.18 as it is) is shared by both seeds.
+pub struct Points {
+    /// Virtual time each CPU runs, ns.
+    horizon_ns: u64,
+    /// (variant, scan, extra setting) -> cpus -> ops/s per CPU.
+    done: BTreeMap<(String, bool, &'static str), BTreeMap<u32, f64>>,
+}
+
+impl Points {
+    /// Points of `horizon_ns` virtual time per CPU.
+    pub fn new(horizon_ns: u64) -> Points {
+        Points {
+            horizon_ns,
+            done: BTreeMap::new(),
+        }
+    }
+
+    /// Per-CPU ops/s of linux-6.18 with `mb_optimize_scan`, the variant's settings and
+    /// `extra` (a seed's base switch, or `""`) on `n` virtual CPUs.
+    fn rate(
+        &mut self,
+        variant: &str,
+        scan: bool,
+        extra: &'static str,
+        n: u32,
+    ) -> Result<f64, BenchError> {
+        let key = (variant.to_string(), scan, extra);
+        if let Some(&r) = self.done.get(&key).and_then(|m| m.get(&n)) {
+            return Ok(r);
+        }
+        let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
+        settings.extend(variant.split_whitespace().map(String::from));
+        if !extra.is_empty() {
+            settings.push(extra.to_string());
+        }
+        let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
+        cfg.horizon_ns = self.horizon_ns;
+        let r = run_point(&cfg, n)?.ops_per_s_per_cpu;
+        self.done.entry(key).or_default().insert(n, r);
+        Ok(r)
+    }
+
+    /// One published figure and ours, base against patched at its CPU count.
+    pub fn row(&mut self, pb: Published, variant: &str) -> Result<Row, BenchError> {
+        let extra = base_setting(pb.seed);
+        let base = self.rate(variant, pb.optimize_scan, extra, pb.cpus)?;
+        let patched = self.rate(variant, pb.optimize_scan, "", pb.cpus)?;
+        Ok(Row::judge(pb, variant, base, patched))
+    }
+}
+
+impl Row {
+    /// Our base and patched rates against the published change.
+    pub fn judge(published: Published, variant: &str, base: f64, patched: f64) -> Row {
+        let change_pct = 100.0 * (patched / base - 1.0);
+        let ratio = change_pct / published.change_pct();
+        Row {
+            published,
+            variant: variant.to_string(),
+            base,
+            patched,
+            change_pct,
+            same_sign: ratio > 0.0,
+            within_2x: (0.5..=2.0).contains(&ratio),
+            within_25pct: (0.75..=1.25).contains(&ratio),
+        }
+    }
+}
+
 /// Runs every published configuration under each `variant` (settings on both sides; `""`
 /// for linux-6.18 as it is), at `cpus` virtual CPUs for the curves (the published counts are
 /// always run), drawing a curve per seed, `mb_optimize_scan` and variant into `svg_dir`.
@@ -92,23 +162,8 @@ pub fn run(
     svg_dir: Option<&Path>,
 ) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
-    // (variant, scan, extra setting) -> cpus -> ops/s per CPU: the shared patched side runs once.
-    let mut done: BTreeMap<(String, bool, &str), BTreeMap<u32, f64>> = BTreeMap::new();
-    let mut rate = |variant: &str, scan: bool, extra: &'static str, n: u32| {
-        let key = (variant.to_string(), scan, extra);
-        if let Some(&r) = done.get(&key).and_then(|m| m.get(&n)) {
-            return Ok::<f64, BenchError>(r);
-        }
-        let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
-        settings.extend(variant.split_whitespace().map(String::from));
-        if !extra.is_empty() {
-            settings.push(extra.to_string());
-        }
-        let cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
-        let r = run_point(&cfg, n)?.ops_per_s_per_cpu;
-        done.entry(key).or_default().insert(n, r);
-        Ok(r)
-    };
+    let mut points =
+        Points::new(VcpuConfig::fallocate2(Policy::Linux618, &[], Machine::Server).horizon_ns);
     for &variant in variants {
         for pb in PUBLISHED {
             let extra = base_setting(pb.seed);
@@ -119,24 +174,13 @@ pub fn run(
             let mut base_curve = Vec::new();
             let mut patched_curve = Vec::new();
             for &n in &ns {
-                base_curve.push((f64::from(n), rate(variant, pb.optimize_scan, extra, n)?));
-                patched_curve.push((f64::from(n), rate(variant, pb.optimize_scan, "", n)?));
+                base_curve.push((
+                    f64::from(n),
+                    points.rate(variant, pb.optimize_scan, extra, n)?,
+                ));
+                patched_curve.push((f64::from(n), points.rate(variant, pb.optimize_scan, "", n)?));
             }
-            let base = rate(variant, pb.optimize_scan, extra, pb.cpus)?;
-            let patched = rate(variant, pb.optimize_scan, "", pb.cpus)?;
-            let change_pct = 100.0 * (patched / base - 1.0);
-            let want = pb.change_pct();
-            let ratio = change_pct / want;
-            rows.push(Row {
-                published: pb,
-                variant: variant.to_string(),
-                base,
-                patched,
-                change_pct,
-                same_sign: ratio > 0.0,
-                within_2x: (0.5..=2.0).contains(&ratio),
-                within_25pct: (0.75..=1.25).contains(&ratio),
-            });
+            rows.push(points.row(pb, variant)?);
             if let Some(dir) = svg_dir {
                 let name = format!(
                     "seed{}-{}-scan{}{}.svg",

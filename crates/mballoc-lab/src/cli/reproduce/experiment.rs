@@ -115,6 +115,16 @@ impl SeedReport {
         s
     }
 
+    /// The verdict from the judged rows as they stand.
+    pub fn rejudge(&mut self) {
+        let rows: Vec<(bool, Status)> = self
+            .judged
+            .iter()
+            .map(|j| (j.headline, j.judged.status))
+            .collect();
+        self.verdict = verdict(&rows);
+    }
+
     /// `not reproduced (2 of 9 judged rows met; a main claim failed)`.
     pub fn verdict_line(&self) -> String {
         let count = |st: Status| self.judged.iter().filter(|j| j.judged.status == st).count();
@@ -257,12 +267,7 @@ pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
         report.runs.extend(pairs.into_runs());
     }
     report.table = table;
-    let rows: Vec<(bool, Status)> = report
-        .judged
-        .iter()
-        .map(|j| (j.headline, j.judged.status))
-        .collect();
-    report.verdict = verdict(&rows);
+    report.rejudge();
     report
 }
 

@@ -7,6 +7,7 @@ pub mod experiment;
 pub mod pairs;
 pub mod seeds;
 pub mod summary;
+pub mod vcpu;
 pub mod verdict;
 
 use std::path::Path;
@@ -47,8 +48,10 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         outln(summary::SEED_LEGEND)?;
     }
     let mut seeds = Vec::new();
+    let mut simulator = vcpu::Simulator::new(a.quick);
     for e in chosen {
-        let rep = run_experiment(e, a.quick, &bar);
+        let mut rep = run_experiment(e, a.quick, &bar);
+        simulator.attach(&mut rep);
         if !a.output.json {
             outln(&rep.render())?;
         }

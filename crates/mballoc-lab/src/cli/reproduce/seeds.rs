@@ -122,7 +122,7 @@ const fn headline(r: Row, expect: Expect, basis: &'static str) -> Row {
 const WIS_NOISE: f64 = 3.18;
 
 /// Why a many-container figure is not compared with our 2 tasks.
-const CONTAINERS: &str =
+pub const CONTAINERS: &str =
     "the seed's figures are for 80 and 96 containers on 80-192 CPUs; this machine runs 2 tasks";
 
 const fn case(workload: &'static str, threads: u32, rows: &'static [Row]) -> Case {
