@@ -105,13 +105,14 @@ pub fn render(curves: &[VcpuCurve]) -> String {
         );
         let _ = writeln!(
             t,
-            "{:>5} {:>12} {:>12} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7}",
+            "{:>5} {:>12} {:>12} {:>8} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7}",
             "vcpus",
             "ops/s/cpu",
             "ops/s",
             "waiting",
             "grp waits",
             "grp wait ns",
+            "grp held ns",
             "busy skip",
             "groups",
             "collide",
@@ -123,13 +124,14 @@ pub fn render(curves: &[VcpuCurve]) -> String {
             let get = |m: &std::collections::BTreeMap<_, f64>| m.get(&k).copied().unwrap_or(0.0);
             let _ = writeln!(
                 t,
-                "{:>5} {:>12.0} {:>12.0} {:>7.1}% {:>9.3} {:>10.0} {:>9.3} {:>9.2} {:>9.3} {:>8.2} {:>7.1}",
+                "{:>5} {:>12.0} {:>12.0} {:>7.1}% {:>9.3} {:>10.0} {:>10.0} {:>9.3} {:>9.2} {:>9.3} {:>8.2} {:>7.1}",
                 p.vcpus,
                 p.ops_per_s_per_cpu,
                 p.ops_per_s,
                 100.0 * p.waiting_share,
                 get(&p.per_call.lock_waits),
                 get(&p.per_call.lock_wait_ns),
+                get(&p.per_call.lock_hold_ns),
                 get(&p.per_call.busy),
                 p.per_call.groups_scanned,
                 p.per_call.goal_collisions,

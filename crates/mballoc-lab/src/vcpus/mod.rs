@@ -89,6 +89,8 @@ pub struct PerCall {
     pub lock_waits: BTreeMap<LockKind, f64>,
     /// Virtual ns queued, per lock.
     pub lock_wait_ns: BTreeMap<LockKind, f64>,
+    /// Virtual ns held, per lock (from the grant to the release).
+    pub lock_hold_ns: BTreeMap<LockKind, f64>,
     /// Try-locks and busy checks answered "busy", per lock.
     pub busy: BTreeMap<LockKind, f64>,
     pub groups_scanned: f64,
@@ -225,6 +227,7 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     for (&k, l) in &st.locks {
         pc.lock_waits.insert(k, per(l.waits as f64));
         pc.lock_wait_ns.insert(k, per(l.wait_ns as f64));
+        pc.lock_hold_ns.insert(k, per(l.hold_ns as f64));
         pc.busy.insert(k, per(l.busy as f64));
         waited += l.wait_ns;
     }

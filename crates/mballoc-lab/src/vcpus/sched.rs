@@ -85,6 +85,8 @@ pub struct LockStats {
     pub busy: u64,
     /// Acquisitions by another CPU than the last holder (the data moved).
     pub migrations: u64,
+    /// Virtual ns from grant to release, all holders together.
+    pub hold_ns: u64,
 }
 
 /// What a run counted, all CPUs together.
@@ -111,6 +113,8 @@ enum Status {
 #[derive(Default)]
 struct LockState {
     owner: Option<usize>,
+    /// The owner's clock when it was granted the lock (after any move of its data).
+    since: u64,
     last: Option<usize>,
     waiters: VecDeque<(usize, u64)>,
 }
@@ -302,6 +306,10 @@ impl Sched {
             st.clock[me] += lines * self.costs.transfer_ns;
             st.stats.line_transfers += lines;
         }
+        let now = st.clock[me];
+        if let Some(l) = st.locks.get_mut(&lock) {
+            l.since = now;
+        }
     }
 
     fn lock(&self, me: usize, lock: usize, kind: LockKind) {
@@ -356,6 +364,9 @@ impl Sched {
             .expect("releasing a lock never taken");
         assert_eq!(l.owner, Some(me), "a CPU releasing a lock it does not hold");
         l.owner = None;
+        let held = now - l.since;
+        st.stats.locks.entry(kind).or_default().hold_ns += held;
+        let l = st.locks.get_mut(&lock).expect("just seen");
         if let Some((w, since)) = l.waiters.pop_front() {
             st.clock[w] = st.clock[w].max(now) + handoff;
             st.status[w] = Status::Runnable;
