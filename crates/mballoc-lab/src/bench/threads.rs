@@ -242,6 +242,11 @@ impl File {
         }
     }
 
+    /// The file's extents, adjacent pieces merged.
+    pub(crate) fn extents(&self) -> &[Extent] {
+        &self.extents
+    }
+
     pub(crate) fn add(&mut self, e: Extent) {
         self.place += e.len;
         match self.extents.last_mut() {
