@@ -243,6 +243,7 @@ impl File {
     }
 
     /// The file's extents, adjacent pieces merged.
+    #[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
     pub(crate) fn extents(&self) -> &[Extent] {
         &self.extents
     }
