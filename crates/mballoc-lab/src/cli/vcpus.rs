@@ -276,6 +276,11 @@ mod sim {
             ("groups_scanned_per_call".into(), pc.groups_scanned),
             ("goal_collisions_per_call".into(), pc.goal_collisions),
             ("line_transfers_per_call".into(), pc.line_transfers),
+            ("line_wait_ns_per_call".into(), pc.line_wait_ns),
+            (
+                "journal_line_wait_ns_per_call".into(),
+                pc.journal_line_wait_ns,
+            ),
             ("points_per_call".into(), pc.points),
         ]);
         let per_lock = [

@@ -102,6 +102,10 @@ pub struct PerCall {
     /// Calls that found their group the group another CPU allocated in last.
     pub goal_collisions: f64,
     pub line_transfers: f64,
+    /// Virtual ns queued behind other CPUs' writes to a line: the allocator's atomics, and
+    /// the journal's lines every handle writes.
+    pub line_wait_ns: f64,
+    pub journal_line_wait_ns: f64,
     /// Synchronisation points.
     pub points: f64,
 }
@@ -262,6 +266,8 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         groups_scanned: per((a.stats().groups_scanned - groups_before) as f64),
         goal_collisions: per(collisions as f64),
         line_transfers: per(st.line_transfers as f64),
+        line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
+        journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
         points: per(st.points as f64),
         ..PerCall::default()
     };

@@ -97,6 +97,9 @@ pub struct SchedStats {
     pub line_transfers: u64,
     /// Time spent queued behind another CPU's write to a line.
     pub line_wait_ns: u64,
+    /// The part of `line_wait_ns` on the lab's own lines outside the allocator (the
+    /// journal's `j_state_lock` and running transaction).
+    pub outside_line_wait_ns: u64,
     /// Hook calls (every synchronisation point).
     pub points: u64,
     /// Times the running CPU changed.
@@ -287,6 +290,9 @@ impl Sched {
         if cost > 0 {
             st.stats.line_transfers += 1;
             st.stats.line_wait_ns += waited;
+            if seg.is_none() {
+                st.stats.outside_line_wait_ns += waited;
+            }
         }
     }
 
