@@ -169,6 +169,7 @@ pub fn check_vcpus(workload: &str, counts: &[u32]) -> Result<(), CliError> {
 }
 
 /// One side of `run`/`compare --vcpus`: a policy, its settings, the scenario's size and scale.
+#[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
 pub struct VcpuSide<'a> {
     pub workload: &'a str,
     pub policy: Policy,
