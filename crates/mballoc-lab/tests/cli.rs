@@ -409,6 +409,21 @@ fn unsupported_cluster_settings_are_refused_with_the_value() {
     }
 }
 
+/// `compare WORKLOAD --policy linux-6.16 --policy linux-6.18 --vcpus 2`.
+fn compare_on_2_vcpus(workload: &str) -> [&str; 8] {
+    let p = "--policy";
+    [
+        "compare",
+        workload,
+        p,
+        "linux-6.16",
+        p,
+        "linux-6.18",
+        "--vcpus",
+        "2",
+    ]
+}
+
 /// `--vcpus` on `run` and `compare`: what every build checks before it runs anything.
 #[test]
 fn vcpus_runs_only_the_thread_patterns_on_1_to_128_cpus() {
@@ -417,16 +432,7 @@ fn vcpus_runs_only_the_thread_patterns_on_1_to_128_cpus() {
         &["--vcpus", "fallocate3", "fallocate2, appenders"],
     );
     fails_with(
-        &[
-            "compare",
-            "seed003",
-            "--policy",
-            "linux-6.16",
-            "--policy",
-            "linux-6.18",
-            "--vcpus",
-            "2",
-        ],
+        &compare_on_2_vcpus("seed003"),
         &["seed003", "fallocate2, appenders"],
     );
     fails_with(&["run", WORKLOAD, "--vcpus", "0"], &["--vcpus", "count 0"]);
@@ -450,19 +456,7 @@ fn vcpus_runs_only_the_thread_patterns_on_1_to_128_cpus() {
 fn vcpus_without_the_simulator_names_the_build() {
     let build = "cargo build --release -p mballoc-lab --features vcpus";
     fails_with(&["run", WORKLOAD, "--vcpus", "2"], &[build]);
-    fails_with(
-        &[
-            "compare",
-            WORKLOAD,
-            "--policy",
-            "linux-6.16",
-            "--policy",
-            "linux-6.18",
-            "--vcpus",
-            "2",
-        ],
-        &[build],
-    );
+    fails_with(&compare_on_2_vcpus(WORKLOAD), &[build]);
 }
 
 /// A small simulated run: the per-call counters and the placement of every point, as JSON.
