@@ -92,6 +92,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
     ),
     (
+        "falloc_start",
+        "fsperf tests: 1: each fallocate job makes its first call when real runs of the test made it (kernel-frag/timelines/, at the reference pace) instead of at time 0 (default 0)",
+    ),
+    (
         "journal",
         "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
     ),

@@ -71,7 +71,7 @@ fn job(text: &str) -> FioJob {
         Latency::fixed(100),
         Rng::new(2),
     )));
-    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal).unwrap()
+    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal, false).unwrap()
 }
 
 /// Runs one job to its end; returns the files it kept and the used blocks after a commit.
@@ -271,4 +271,30 @@ fn the_commit_clock_setting_switches_group_commit() {
         "{clocked} of {each}"
     );
     assert!(crate::workload::settings::LabSettings::parse(&["commit_clock=2".into()]).is_err());
+}
+
+/// `falloc_start=1` holds foursizes' 1 GiB job back to its measured first call: the run ends
+/// later on the simulated clock than with every job starting at once.
+#[test]
+fn measured_first_calls_delay_the_large_fallocate_jobs() {
+    let elapsed = |extra: &[&str]| {
+        let mut settings = vec!["scale=0.5".to_string(), "ops=4".to_string()];
+        settings.extend(extra.iter().map(|s| s.to_string()));
+        let cfg = crate::workload::RunConfig {
+            workload: "foursizes".into(),
+            policy: mballoc::Policy::Linux618,
+            settings,
+            threads: 1,
+            fs_size: 8 << 30,
+            seed: 1,
+            quick: false,
+            load_cost_ns: 0,
+            image: None,
+        };
+        let r = crate::workload::run(&cfg, &crate::workload::NoProgress).unwrap();
+        r.scalars["sim_elapsed_s"]
+    };
+    let (at_once, measured) = (elapsed(&[]), elapsed(&["falloc_start=1"]));
+    assert!(measured > at_once + 1.0, "{measured} vs {at_once}");
+    assert!(crate::workload::settings::LabSettings::parse(&["falloc_start=2".into()]).is_err());
 }
