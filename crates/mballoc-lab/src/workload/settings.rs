@@ -27,6 +27,9 @@ pub struct LabSettings {
     /// fsperf tests: each fallocate job starts at its first call measured in real runs
     /// (`falloc_start=1`) instead of at time 0 (default).
     pub falloc_start: bool,
+    /// An unlinked file's inode number goes to the next create, as in ext4 (`ino_reuse=1`);
+    /// by default every create takes a new number.
+    pub ino_reuse: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
     /// image's `has_journal`, or a journal.
     pub journal: Option<bool>,
@@ -53,6 +56,7 @@ impl Default for LabSettings {
             cluster_bits: 0,
             commit_clock: true,
             falloc_start: false,
+            ino_reuse: false,
             journal: None,
             page_size: None,
             tunables: Vec::new(),
@@ -146,6 +150,7 @@ impl LabSettings {
                 "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
                 "commit_clock" => s.commit_clock = switch(name, v)?,
                 "falloc_start" => s.falloc_start = switch(name, v)?,
+                "ino_reuse" => s.ino_reuse = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {
                     s.page_size = Some(
