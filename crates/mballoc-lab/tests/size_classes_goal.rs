@@ -13,51 +13,15 @@
 //! The same check run with a broken class rule (`size_class_stream_groups=0`: a file's new run
 //! joins its class's groups instead of opening an empty one) must fail.
 
+mod fsperf_support;
+
+use fsperf_support::{lab, median, reference, SEEDS, TESTS};
 use mballoc::Policy;
-use mballoc_lab::workload::{run, NoProgress, RunConfig, RunResult};
+use mballoc_lab::workload::RunResult;
 use serde_json::Value;
 
-const TESTS: [&str; 6] = [
-    "bufferedappendvsfallocate",
-    "correlatedlifetimes",
-    "mixedlifetimes",
-    "foursizes",
-    "funnysizeshigh",
-    "funnysizeslow",
-];
-
-const SEEDS: std::ops::RangeInclusive<u64> = 1..=9;
-
-fn reference() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../kernel-frag/reference.json"
-    );
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap()
-}
-
 fn proposed(test: &str, seed: u64, extra: &[&str]) -> RunResult {
-    let mut settings = vec!["scale=0.5".to_string()];
-    settings.extend(extra.iter().map(|s| s.to_string()));
-    let cfg = RunConfig {
-        workload: test.to_string(),
-        policy: Policy::Proposed,
-        settings,
-        threads: 1,
-        fs_size: 8 << 30,
-        seed,
-        quick: false,
-        load_cost_ns: 0,
-        image: None,
-    };
-    run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test} seed {seed}: {e}"))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    assert_eq!(v.len() % 2, 1, "median of an odd count: {v:?}");
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    lab(test, Policy::Proposed, seed, extra)
 }
 
 /// The goal's misses for one test's runs (one per seed), each naming the figures.
@@ -89,7 +53,7 @@ fn misses(test: &str, runs: &[RunResult], reference: &Value) -> Vec<String> {
             ));
         }
     }
-    let frag = median(runs.iter().map(|r| r.scalars["frag_pct_mean"]).collect());
+    let frag = median(runs.iter().map(|r| r.scalars["frag_pct_mean"]));
     if frag > frag_bound {
         out.push(format!(
             "{test}: median frag_pct_mean {frag:.2} above {frag_bound:.2}"
