@@ -281,6 +281,7 @@ mod sim {
                 "journal_line_wait_ns_per_call".into(),
                 pc.journal_line_wait_ns,
             ),
+            ("folio_line_wait_ns_per_call".into(), pc.folio_line_wait_ns),
             ("points_per_call".into(), pc.points),
         ]);
         let per_lock = [

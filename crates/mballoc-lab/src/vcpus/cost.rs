@@ -49,10 +49,12 @@ impl Seg {
 }
 
 /// Synchronisation points per fallocate2 allocator call (linux-6.18, 1 CPU, 64 GiB), counted
-/// by `mballoc bench threads --calibrate`: 38.12 atomics, 2.02 group try-locks and busy
-/// checks, 2.02 group unlocks, 1 group lock, 0.21 others, and the call's end. A count, not a
-/// timing: it is the same on every machine.
-pub const POINTS_PER_CALL: f64 = 44.4;
+/// by `mballoc bench threads --calibrate`: 46.12 atomics (8 of them the buddy folios'
+/// reference counts: `ext4_mb_load_buddy` / `ext4_mb_unload_buddy` on the one group visited,
+/// `ext4_mb_use_best_found` / `ext4_mb_release_context` on the group used), 2.02 group
+/// try-locks and busy checks, 2.02 group unlocks, 1 group lock, 0.21 others, and the call's
+/// end. A count, not a timing: it is the same on every machine.
+pub const POINTS_PER_CALL: f64 = 52.4;
 
 /// The kernel's `ext4_mb_new_blocks`, one thread, this machine (docs/performance.md).
 pub const KERNEL_CALL_NS: f64 = 4_420.0;

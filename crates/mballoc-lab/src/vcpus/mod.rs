@@ -106,6 +106,8 @@ pub struct PerCall {
     /// the journal's lines every handle writes.
     pub line_wait_ns: f64,
     pub journal_line_wait_ns: f64,
+    /// The part of `line_wait_ns` on the buddy folios' reference counts.
+    pub folio_line_wait_ns: f64,
     /// Synchronisation points.
     pub points: f64,
 }
@@ -268,6 +270,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         line_transfers: per(st.line_transfers as f64),
         line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
         journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
+        folio_line_wait_ns: per(st.folio_line_wait_ns as f64),
         points: per(st.points as f64),
         ..PerCall::default()
     };

@@ -100,6 +100,9 @@ pub struct SchedStats {
     /// The part of `line_wait_ns` on the lab's own lines outside the allocator (the
     /// journal's `j_state_lock` and running transaction).
     pub outside_line_wait_ns: u64,
+    /// The part of `line_wait_ns` on the buddy cache's folio reference counts
+    /// ([`mballoc::vcpu::folio_line`]).
+    pub folio_line_wait_ns: u64,
     /// Hook calls (every synchronisation point).
     pub points: u64,
     /// Times the running CPU changed.
@@ -292,6 +295,9 @@ impl Sched {
             st.stats.line_wait_ns += waited;
             if seg.is_none() {
                 st.stats.outside_line_wait_ns += waited;
+            }
+            if addr >= mballoc::vcpu::folio_line(0) {
+                st.stats.folio_line_wait_ns += waited;
             }
         }
     }

@@ -172,3 +172,73 @@ fn two_vcpus_scale_as_two_kernel_processes_within_15_percent() {
         );
     }
 }
+
+/// Records the order of group locks and buddy folio reference counts on one thread.
+#[derive(Default)]
+struct Recorder(std::cell::RefCell<Vec<Option<u64>>>);
+
+impl Hook for Recorder {
+    fn lock(&self, _: usize, what: &'static str) {
+        if LockKind::of(what) == LockKind::Group {
+            self.0.borrow_mut().push(None);
+        }
+    }
+    fn try_lock(&self, lock: usize, what: &'static str) -> bool {
+        self.lock(lock, what);
+        true
+    }
+    fn unlock(&self, _: usize, _: &'static str) {}
+    fn is_locked(&self, _: usize, _: &'static str) -> bool {
+        false
+    }
+    fn wait(&self, _: usize, _: usize, _: &'static str) {}
+    fn notify_all(&self, _: usize) {}
+    fn atomic(&self, _: usize, _: Access) {}
+    fn folio_ref(&self, pnum: u64) {
+        self.0.borrow_mut().push(Some(pnum));
+    }
+}
+
+/// `ext4_mb_scan_group` takes the group's bitmap and buddy folios (`ext4_mb_load_buddy`)
+/// before its try-lock and drops them after; `ext4_mb_use_best_found` takes them again under
+/// the lock and `ext4_mb_release_context` drops them after `ext4_mb_mark_diskspace_used`'s
+/// lock. So every folio's references come in get/put pairs with a group lock between the two.
+#[test]
+fn buddy_folios_are_taken_before_the_group_lock_and_given_back() {
+    let vol = Volume::new(1 << 30).unwrap();
+    let a = vol.allocator(Policy::Linux618, 2, &[]).unwrap();
+    let rec = Rc::new(Recorder::default());
+    let installed = vcpu::install(Rc::clone(&rec) as Rc<dyn Hook>);
+    let mut f = File::new(FIRST_FILE_INO);
+    let calls = 300;
+    for _ in 0..calls {
+        let got = a
+            .allocate(&f.request(Pattern::Fallocate2, 2, 0, &vol))
+            .unwrap();
+        f.add(got.extent);
+        if f.place >= 256 {
+            f.truncate(&a).unwrap();
+        }
+    }
+    drop(installed);
+    let events = rec.0.take();
+    let mut per_folio: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, e) in events.iter().enumerate() {
+        if let Some(p) = e {
+            per_folio.entry(*p).or_default().push(i);
+        }
+    }
+    let refs: usize = per_folio.values().map(Vec::len).sum();
+    // One group visited and one used per call at least: 8 references.
+    assert!(
+        refs >= 8 * calls,
+        "{refs} folio references in {calls} calls"
+    );
+    for (p, at) in &per_folio {
+        assert!(at.len() % 2 == 0, "page {p}: {} references", at.len());
+        for pair in at.chunks(2) {
+            let locked = events[pair[0]..pair[1]].iter().any(Option::is_none);
+            assert!(locked, "page {p}: no group lock between {pair:?}");
+        }
+    }
+}

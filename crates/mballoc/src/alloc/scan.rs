@@ -77,12 +77,24 @@ impl Allocator {
             }
         }
         self.load_group(g)?;
+        // ext4_mb_load_buddy takes a reference on the group's bitmap and buddy folios before
+        // the try-lock, and ext4_mb_unload_buddy drops them after the unlock, busy or not.
+        let folios = self.pages.folios_of(g);
+        crate::sync::folio_refs(folios);
+        self.lock_and_scan(ctx, grp, skip_busy);
+        crate::sync::folio_refs(folios);
+        Ok(())
+    }
+
+    /// The locked part of `ext4_mb_scan_group`: `ext4_try_lock_group` (a busy group is
+    /// skipped) or `ext4_lock_group`, the re-check, the search, `ext4_unlock_group`.
+    fn lock_and_scan(&self, ctx: &mut Ctx, grp: &Group, skip_busy: bool) {
         let mut st = if skip_busy {
             match self.try_lock_group(grp) {
                 Some(st) => st,
                 None => {
                     ctx.stats.bump(|c| &c.busy_skips);
-                    return Ok(());
+                    return;
                 }
             }
         } else {
@@ -90,10 +102,9 @@ impl Allocator {
         };
         // Re-checked under the lock: another request may have claimed the group meanwhile
         // (btrfs returns -EAGAIN from the claim for the same race).
-        if self.good_group(ctx, grp, cr) && self.class_admits(ctx, grp) {
+        if self.good_group(ctx, grp, ctx.cr) && self.class_admits(ctx, grp) {
             self.scan_in_group(ctx, grp, &mut st);
         }
-        Ok(())
     }
 
     /// A quick no from the lock-free counts, before `ext4_mb_good_group_nolock`: at
@@ -438,12 +449,22 @@ impl Allocator {
                 Ok(())
             };
         }
+        // ext4_mb_find_by_goal holds the folios (ext4_mb_load_buddy) around its lock, too.
+        let folios = self.pages.folios_of(grp.no);
+        crate::sync::folio_refs(folios);
+        self.goal_in_group(ctx, grp);
+        crate::sync::folio_refs(folios);
+        Ok(())
+    }
+
+    /// The locked part of `ext4_mb_find_by_goal`: the goal's extent, used if it fits.
+    fn goal_in_group(&self, ctx: &mut Ctx, grp: &Group) {
         let mut st = self.lock_group(grp);
         if self.bits(grp.no).is_corrupt() {
-            return Ok(());
+            return;
         }
         let Some(l) = st.loaded.as_ref() else {
-            return Ok(());
+            return;
         };
         let start = ctx.goal_start();
         let max = l.buddy.find_extent(start, ctx.g_ex.len);
@@ -465,7 +486,6 @@ impl Allocator {
             };
             self.use_best_found(ctx, grp, &mut st);
         }
-        Ok(())
     }
 }
 

@@ -33,6 +33,8 @@ pub struct BuddyPages {
     page_size: u32,
     /// Groups per page (`groups_per_page` in `ext4_mb_init_cache`), at least 1.
     per_page: u32,
+    /// Blocks per page (`blocks_per_page` in `ext4_mb_load_buddy_gfp`), at least 1.
+    blocks_per_page: u32,
 }
 
 impl BuddyPages {
@@ -58,6 +60,7 @@ impl BuddyPages {
         Ok(BuddyPages {
             page_size,
             per_page: (blocks_per_page / 2).max(1),
+            blocks_per_page,
         })
     }
 
@@ -69,6 +72,15 @@ impl BuddyPages {
     /// Groups whose bitmap and buddy share one page.
     pub fn groups_per_page(&self) -> u32 {
         self.per_page
+    }
+
+    /// The buddy cache's page numbers of group `g`'s bitmap and buddy (`pnum` of blocks
+    /// `2g` and `2g + 1` in `ext4_mb_load_buddy_gfp`): two pages when a page holds one
+    /// block, the same page twice otherwise.
+    pub fn folios_of(&self, g: u32) -> [u64; 2] {
+        let block = 2 * u64::from(g);
+        let per = u64::from(self.blocks_per_page);
+        [block / per, (block + 1) / per]
     }
 
     /// The groups of the page that holds group `g`'s bitmap and buddy, cut at `group_count`
@@ -119,6 +131,33 @@ mod tests {
                         assert!(ours.contains(&g));
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_groups_folios_are_the_pages_of_its_two_blocks() {
+        let folios = |b, p, g| BuddyPages::new(b, p).unwrap().folios_of(g);
+        assert_eq!(
+            folios(4096, 4096, 5),
+            [10, 11],
+            "one block a page: two folios"
+        );
+        assert_eq!(
+            folios(2048, 4096, 5),
+            [5, 5],
+            "bitmap and buddy share a page"
+        );
+        assert_eq!(folios(4096, 65536, 9), [1, 1], "groups 8-15 share page 1");
+        for (block, page) in [(1024, 4096), (4096, 16384), (1024, 65536)] {
+            for g in 0..64 {
+                let [bitmap, buddy] = folios(block, page, g);
+                assert_eq!(
+                    bitmap, buddy,
+                    "group {g}, {block}-byte blocks, {page}-byte pages"
+                );
+                let first = kernel_page_groups(g, block, page, 64)[0];
+                assert_eq!(bitmap, u64::from(first / (page / block / 2).max(1)));
             }
         }
     }

@@ -19,6 +19,18 @@
 //! ```
 
 pub(crate) mod percpu;
+
+/// `folio_get` or `folio_put` on the buddy cache's pages `pnums` (a group's bitmap and buddy,
+/// `ext4_mb_load_buddy_gfp` / `ext4_mb_unload_buddy`): the library keeps buddies in the
+/// groups, not in a page cache, so there is nothing to count; under `vcpu-hooks` the
+/// reference counts' writes go to the thread's hook, the lines that the kernel's CPUs share.
+#[inline(always)]
+pub(crate) fn folio_refs(pnums: [u64; 2]) {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    vcpu::with(|h| pnums.iter().for_each(|&p| h.folio_ref(p)));
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    let _ = pnums;
+}
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
 pub mod vcpu;
 

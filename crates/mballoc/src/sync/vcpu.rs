@@ -47,6 +47,19 @@ pub trait Hook {
     fn notify_all(&self, cv: usize);
     /// An access to the atomic at `addr`.
     fn atomic(&self, addr: usize, access: Access);
+    /// `folio_get` or `folio_put` on page `pnum` of the buddy cache (`s_buddy_cache`): an
+    /// atomic read-modify-write of that folio's reference count, a line of its own per page.
+    /// By default the write of [`folio_line`]`(pnum)`.
+    fn folio_ref(&self, pnum: u64) {
+        self.atomic(folio_line(pnum), Access::Write);
+    }
+}
+
+/// Where [`Hook::folio_ref`] reports page `pnum`'s reference count: an address above every
+/// user-space address (57 bits at most), so it is never an atomic of the allocator's.
+pub fn folio_line(pnum: u64) -> usize {
+    const FOLIO_LINES: usize = 1 << 60;
+    FOLIO_LINES + usize::try_from(pnum).unwrap_or(usize::MAX >> 4)
 }
 
 thread_local! {
