@@ -108,6 +108,9 @@ pub struct PerCall {
     pub journal_line_wait_ns: f64,
     /// The part of `line_wait_ns` on the buddy folios' reference counts.
     pub folio_line_wait_ns: f64,
+    /// Buddy folio reference count writes: 4 per group loaded (`ext4_mb_load_buddy` and
+    /// `ext4_mb_unload_buddy`), 4 for the group used.
+    pub folio_refs: f64,
     /// Synchronisation points.
     pub points: f64,
 }
@@ -271,6 +274,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
         journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
         folio_line_wait_ns: per(st.folio_line_wait_ns as f64),
+        folio_refs: per(st.folio_refs as f64),
         points: per(st.points as f64),
         ..PerCall::default()
     };

@@ -103,6 +103,8 @@ pub struct SchedStats {
     /// The part of `line_wait_ns` on the buddy cache's folio reference counts
     /// ([`mballoc::vcpu::folio_line`]).
     pub folio_line_wait_ns: u64,
+    /// Writes of those reference counts (`folio_get` and `folio_put`).
+    pub folio_refs: u64,
     /// Hook calls (every synchronisation point).
     pub points: u64,
     /// Times the running CPU changed.
@@ -271,6 +273,9 @@ impl Sched {
         let now = st.clock[me];
         // One line per atomic, not per 64 bytes of address: which atomics share a line would
         // depend on the heap's layout, and the library pads its shared atomics apart anyway.
+        if addr >= mballoc::vcpu::folio_line(0) {
+            st.stats.folio_refs += 1;
+        }
         let line = st.lines.entry(addr).or_default();
         let (cost, waited) = match access {
             Access::Load if line.sharers & bit != 0 || line.sharers == 0 => (0, 0),
