@@ -165,6 +165,11 @@ impl Volume {
         })
     }
 
+    /// The layout's metadata in use, as absolute `(start, len)` ranges.
+    pub(crate) fn used(&self) -> &[(u64, u64)] {
+        &self.used
+    }
+
     /// A freshly mounted allocator over this volume under `p` with `settings` on top, for
     /// `cpus` CPUs.
     pub(crate) fn allocator(

@@ -17,6 +17,8 @@
 //! except `real_s`, the host time it took.
 
 pub mod cost;
+pub mod fallocate3;
+pub mod io;
 pub mod sched;
 pub mod seeds;
 

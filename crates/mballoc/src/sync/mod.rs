@@ -112,6 +112,43 @@ impl Condvar {
     }
 }
 
+/// A device read of `block` on `dev`, costing `ns()` of device time, submitted without
+/// waiting: reported to the thread's virtual-CPU hook, which queues it on its device model.
+/// True when a hook took it; false (no hook, or no `vcpu-hooks` feature: then this is
+/// nothing at all) means the caller's source charges its own time.
+#[inline(always)]
+pub(crate) fn io_submit(dev: usize, block: u64, ns: impl FnOnce() -> u64) -> bool {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    return vcpu::with(|h| h.io_submit(dev, block, ns())).is_some();
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    {
+        let _ = (dev, block, ns);
+        false
+    }
+}
+
+/// This thread needs `block` of `dev` now: under a virtual-CPU hook it waits, in virtual
+/// time, for the read in flight or for a new one of `ns()`. Same answer as [`io_submit`].
+#[inline(always)]
+pub(crate) fn io_wait(dev: usize, block: u64, ns: impl FnOnce() -> u64) -> bool {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    return vcpu::with(|h| h.io_wait(dev, block, ns())).is_some();
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    {
+        let _ = (dev, block, ns);
+        false
+    }
+}
+
+/// Whether the calling thread runs under a virtual-CPU hook (never without `vcpu-hooks`).
+#[inline(always)]
+pub(crate) fn virtual_time() -> bool {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    return vcpu::installed();
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    false
+}
+
 /// Starts a background thread (the prefetch readers): an OS thread, or a shuttle thread that
 /// the model check schedules with the rest.
 pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle {

@@ -1,0 +1,494 @@
+//! Seed 003's thread curves on virtual CPUs: will-it-scale's fallocate3 (open-s4c fork) on
+//! seed 003's filesystems, base (`prefetch_test_before_set=0`, linux-6.18's walk) against
+//! patched (`=1`), 1 to 128 virtual CPUs, beside the published tables.
+//!
+//! The loop of one task (`tests/fallocate3.c`): `open(O_TRUNC)` of its own file (freeing the
+//! last round's blocks), one `fallocate(FALLOC_FL_KEEP_SIZE)` of 73,819,750 bytes (18,023
+//! blocks: the allocator is called until all are placed, each call aimed after the last
+//! extent), `close`. Freed blocks are committed at each truncate, as the fallocate2 model does.
+//!
+//! The filesystem: a fresh mkfs layout of the published size, each group filled to the
+//! published use with 2-16 holes of random sizes at random places (`workload::prefill`,
+//! `Holes::Random`, seed 1: the lab's stated pattern for aged filesystems, not tuned to these
+//! figures), mounted cold: no bitmap in memory (`lazy`), every group read from the device
+//! when first needed (`super::io`: a read of the device class's service time, on a queue of
+//! its depth), prefetch reads submitted without waiting. Rates count only the calls that end
+//! after a warm-up, as will-it-scale drops its first samples: what the reads cost shows in
+//! the warm-up and in the time to the first operation, not in the rates, as on the seed's
+//! "existing" filesystems, whose bitmaps were long read.
+//!
+//! The rest of an operation (system calls, extent tree, journal handles, `open`, `close`)
+//! costs three times the fallocate2 call's time outside the allocator (`Costs::outside_ns`,
+//! measured on this machine): fallocate3 makes three system calls that each start a journal
+//! handle or walk the extent tree (the truncate in `open`, the fallocate, the inode update
+//! at `close`), each taken as one fallocate2 call's worth. A derivation, not a measurement of
+//! fallocate3 itself.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mballoc::vcpu::{self, Access, Hook};
+use mballoc::{Allocator, MemSource, Policy};
+use serde::Serialize;
+
+use super::cost::{Costs, Machine};
+use super::io::{DeviceClass, IoStats};
+use super::sched::{Deadlock, Sched, VcpuHook, MAX_VCPUS};
+use crate::bench::threads::{File, Pattern, Volume};
+use crate::bench::BenchError;
+use crate::fs::FIRST_FILE_INO;
+use crate::workload::prefill::{prefill_ranges, union, Holes};
+
+/// fallocate3's `FILESIZE`, in 4 KiB blocks (73,819,750 bytes).
+pub const FILE_BLOCKS: u32 = 18_023;
+
+/// System calls per fallocate3 operation that cost a fallocate2 call's outside time each.
+const SYSCALLS_PER_OP: u64 = 3;
+
+/// `j_state_lock`'s line and the running transaction's line (as in the fallocate2 loop).
+const J_STATE_LOCK: usize = 0x40;
+const TRANSACTION: usize = 0x80;
+
+/// The scheduler's slack for these runs: an operation is thousands of points (the scan and
+/// prefetch walks touch every group's state word), and a thread switch at each costs the
+/// host tens of µs; 1 µs of virtual time (about ten points) is small against an operation
+/// (0.1-1 ms) and against a bitmap read.
+pub const SLACK_NS: u64 = 1_000;
+
+/// One of seed 003's filesystems.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fs {
+    /// The key of its rows in the published table (`seed003.csv`).
+    pub id: &'static str,
+    pub machine: &'static str,
+    pub bytes: u64,
+    /// Share of blocks in use, 0..1.
+    pub used: f64,
+    pub device: DeviceClass,
+    /// Whether the seed shows it as the mostly free filesystem where the patch must be
+    /// neutral (judged within ±5 % rather than by the published change's sign).
+    pub neutral: bool,
+}
+
+const GIB: u64 = 1 << 30;
+
+/// Seed 003's filesystems: its three "existing" ones and the six 133G images.
+pub const FILESYSTEMS: [Fs; 9] = [
+    fs("802g-68", "Kunpeng 920b", 802 * GIB, 0.68, DeviceClass::SataSsd),
+    fs("842g-31", "Kunpeng 920", 842 * GIB, 0.31, DeviceClass::Hdd),
+    Fs {
+        neutral: true,
+        ..fs("15t-6", "AMD 9654", 15 << 40, 0.06, DeviceClass::Nvme)
+    },
+    fs("133g-25-amd", "AMD 9654", 133 * GIB, 0.25, DeviceClass::Nvme),
+    fs("133g-50-amd", "AMD 9654", 133 * GIB, 0.50, DeviceClass::Nvme),
+    fs("133g-75-amd", "AMD 9654", 133 * GIB, 0.75, DeviceClass::Nvme),
+    fs("133g-25-kunpeng", "Kunpeng 920b", 133 * GIB, 0.25, DeviceClass::SataSsd),
+    fs("133g-50-kunpeng", "Kunpeng 920b", 133 * GIB, 0.50, DeviceClass::SataSsd),
+    fs("133g-75-kunpeng", "Kunpeng 920b", 133 * GIB, 0.75, DeviceClass::SataSsd),
+];
+
+const fn fs(id: &'static str, machine: &'static str, bytes: u64, used: f64, device: DeviceClass) -> Fs {
+    Fs {
+        id,
+        machine,
+        bytes,
+        used,
+        device,
+        neutral: false,
+    }
+}
+
+/// The filesystem named `id`.
+pub fn filesystem(id: &str) -> Result<Fs, BenchError> {
+    FILESYSTEMS.iter().find(|f| f.id == id).copied().ok_or_else(|| {
+        let ids: Vec<&str> = FILESYSTEMS.iter().map(|f| f.id).collect();
+        BenchError::Peer(format!("unknown seed 003 filesystem {id:?}; known: {}", ids.join(", ")))
+    })
+}
+
+/// One published figure: total ops/s of `tasks` tasks ("perf" in the seed's tables).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Published {
+    pub fs: &'static str,
+    pub tasks: u32,
+    pub base: f64,
+    pub patched: f64,
+}
+
+impl Published {
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.patched / self.base - 1.0)
+    }
+}
+
+/// The seed's tables, parsed from the stored copy (`seed003.csv`).
+pub fn published() -> Vec<Published> {
+    include_str!("seed003.csv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let id = f.first()?.trim();
+            let fs = FILESYSTEMS.iter().find(|x| x.id == id)?;
+            Some(Published {
+                fs: fs.id,
+                tasks: f.get(1)?.trim().parse().ok()?,
+                base: f.get(2)?.trim().parse().ok()?,
+                patched: f.get(3)?.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// One simulated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub fs: Fs,
+    /// `prefetch_test_before_set`: the seed's switch (false = base).
+    pub patched: bool,
+    /// Calls ending before this virtual time are not counted.
+    pub warmup_ns: u64,
+    /// Virtual time each CPU runs, ns.
+    pub horizon_ns: u64,
+    /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
+    pub bytes: u64,
+    /// The scheduler's slack (`Sched::with_device`).
+    pub slack_ns: u64,
+}
+
+impl Config {
+    /// `fs` with the default windows: 20 ms of warm-up, then 20 ms counted.
+    pub fn new(fs: Fs, patched: bool) -> Config {
+        Config {
+            fs,
+            patched,
+            warmup_ns: 20_000_000,
+            horizon_ns: 40_000_000,
+            bytes: fs.bytes,
+            slack_ns: SLACK_NS,
+        }
+    }
+}
+
+/// One point of a curve.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub vcpus: u32,
+    /// Operations counted (ending inside the window).
+    pub ops: u64,
+    /// Total ops/s of all tasks in the window (the seed's "perf").
+    pub ops_per_s: f64,
+    /// Virtual time of the first operation's end, ns (the reads of a cold mount).
+    pub first_op_ns: u64,
+    pub io: IoStats,
+    /// Bitmaps loaded, prefetch reads among them.
+    pub bitmap_loads: u64,
+    pub prefetch_loads: u64,
+    /// Groups whose buddy was searched, per counted operation.
+    pub groups_scanned_per_op: f64,
+    /// Host seconds (not deterministic).
+    #[serde(skip)]
+    pub real_s: f64,
+}
+
+/// The allocator and volume of a point: seed 003's fs, cold.
+fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
+    let vol = Volume::new(cfg.bytes)?;
+    let geo = vol.geo;
+    let used = union(vol.used(), &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1));
+    let dev = MemSource::new(geo, &used)?
+        .with_load_cost(std::time::Duration::from_nanos(cfg.fs.device.service_ns()));
+    let cpus = n.max(2);
+    let settings = [format!("prefetch_test_before_set={}", u8::from(cfg.patched))];
+    let a = Allocator::builder(geo)
+        .source(Box::new(dev))
+        .cpus(cpus)
+        .tunables(crate::bench::tunables(Policy::Linux618, &geo, cpus, &settings)?)
+        .lazy(true)
+        .prefetch_threads(0)
+        .build()?;
+    Ok((vol, a))
+}
+
+/// What one CPU did: calls ending in the window, and when its first ended.
+struct CpuOut {
+    ops: u64,
+    first_ns: u64,
+}
+
+fn cpu_loop(
+    me: usize,
+    s: &Arc<Sched>,
+    a: &Allocator,
+    vol: &Volume,
+    cfg: &Config,
+) -> Result<CpuOut, BenchError> {
+    s.start(me);
+    let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
+        sched: Arc::clone(s),
+        me,
+    });
+    let installed = vcpu::install(hook);
+    let outside = s.costs().outside_ns * SYSCALLS_PER_OP;
+    let mut f = File::new(FIRST_FILE_INO + me as u64);
+    let (mut ops, mut first_ns) = (0, 0);
+    while s.clock(me) < cfg.horizon_ns {
+        s.work(me, outside / 2);
+        // open(O_TRUNC): the last round's blocks go back.
+        f.truncate(a)?;
+        s.touch(me, J_STATE_LOCK, Access::Write, None);
+        s.touch(me, TRANSACTION, Access::Write, None);
+        while f.place < FILE_BLOCKS {
+            let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, me as u32, vol);
+            let got = a.allocate(&req)?;
+            f.add(got.extent);
+        }
+        s.touch(me, TRANSACTION, Access::Write, None);
+        s.work(me, outside - outside / 2);
+        let now = s.clock(me);
+        if first_ns == 0 {
+            first_ns = now;
+        }
+        if now > cfg.warmup_ns && now <= cfg.horizon_ns {
+            ops += 1;
+        }
+    }
+    drop(installed);
+    s.finish(me);
+    Ok(CpuOut { ops, first_ns })
+}
+
+/// Runs `cfg` on `n` virtual CPUs.
+pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
+    if n == 0 || n as usize > MAX_VCPUS || cfg.warmup_ns >= cfg.horizon_ns {
+        return Err(BenchError::Peer(format!(
+            "fallocate3 on {n} vCPUs, warm-up {} ns of {} ns: 1..={MAX_VCPUS} vCPUs and a \
+             warm-up shorter than the run",
+            cfg.warmup_ns, cfg.horizon_ns
+        )));
+    }
+    let t0 = Instant::now();
+    let (vol, a) = mount(cfg, n)?;
+    let costs = Costs::new(Machine::Server, true);
+    let s = Sched::with_device(n as usize, costs, cfg.fs.device.depth(), cfg.slack_ns);
+    let before = a.stats();
+    let outs: Vec<Result<CpuOut, BenchError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n as usize)
+            .map(|me| {
+                let (s, a, vol) = (&s, &a, &vol);
+                sc.spawn(move || cpu_loop(me, s, a, vol, cfg))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|p| {
+                    Err(BenchError::Peer(if p.is::<Deadlock>() {
+                        "virtual CPUs deadlocked".into()
+                    } else {
+                        "a virtual CPU's thread panicked".into()
+                    }))
+                })
+            })
+            .collect()
+    });
+    let (mut ops, mut first_ns) = (0, u64::MAX);
+    for o in outs {
+        let o = o?;
+        ops += o.ops;
+        first_ns = first_ns.min(o.first_ns);
+    }
+    let after = a.stats();
+    let window_s = (cfg.horizon_ns - cfg.warmup_ns) as f64 / 1e9;
+    Ok(Point {
+        vcpus: n,
+        ops,
+        ops_per_s: ops as f64 / window_s,
+        first_op_ns: first_ns,
+        io: s.io_stats(),
+        bitmap_loads: after.bitmap_loads - before.bitmap_loads,
+        prefetch_loads: after.prefetch_loads - before.prefetch_loads,
+        groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64
+            / (ops.max(1)) as f64,
+        real_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// One filesystem's curves and the published figures beside them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    pub fs: Fs,
+    pub base: Vec<Point>,
+    pub patched: Vec<Point>,
+    pub published: Vec<Published>,
+}
+
+/// One published row and ours, judged.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub published: Published,
+    pub base: f64,
+    pub patched: f64,
+    pub change_pct: f64,
+    /// For an improvement: same sign, within ×2, within ±25 % of the published change. For
+    /// the neutral filesystem: |ours| ≤ 5 % (all three flags alike).
+    pub same_sign: bool,
+    pub within_2x: bool,
+    pub within_25pct: bool,
+}
+
+/// The neutral filesystem's band, %.
+pub const NEUTRAL_PCT: f64 = 5.0;
+
+impl Row {
+    pub fn judge(published: Published, neutral: bool, base: f64, patched: f64) -> Row {
+        let change_pct = 100.0 * (patched / base - 1.0);
+        let (same_sign, within_2x, within_25pct) = if neutral {
+            let ok = change_pct.abs() <= NEUTRAL_PCT;
+            (ok, ok, ok)
+        } else {
+            let ratio = change_pct / published.change_pct();
+            (
+                ratio > 0.0,
+                (0.5..=2.0).contains(&ratio),
+                (0.75..=1.25).contains(&ratio),
+            )
+        };
+        Row {
+            published,
+            base,
+            patched,
+            change_pct,
+            same_sign,
+            within_2x,
+            within_25pct,
+        }
+    }
+}
+
+impl Curve {
+    /// The judged rows at the published task counts this curve ran.
+    pub fn rows(&self) -> Vec<Row> {
+        let at = |pts: &[Point], n: u32| pts.iter().find(|p| p.vcpus == n).map(|p| p.ops_per_s);
+        self.published
+            .iter()
+            .filter_map(|p| {
+                let (b, q) = (at(&self.base, p.tasks)?, at(&self.patched, p.tasks)?);
+                Some(Row::judge(*p, self.fs.neutral, b, q))
+            })
+            .collect()
+    }
+}
+
+/// Runs `fs`'s base and patched curves at `vcpus` with `warmup_ns`/`horizon_ns` windows.
+pub fn run_curve(
+    fs: Fs,
+    vcpus: &[u32],
+    warmup_ns: u64,
+    horizon_ns: u64,
+) -> Result<Curve, BenchError> {
+    let side = |patched: bool| -> Result<Vec<Point>, BenchError> {
+        let cfg = Config {
+            warmup_ns,
+            horizon_ns,
+            ..Config::new(fs, patched)
+        };
+        vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
+    };
+    Ok(Curve {
+        fs,
+        base: side(false)?,
+        patched: side(true)?,
+        published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
+    })
+}
+
+/// The curve as an SVG: total ops/s against vCPUs, base and patched, published points.
+pub fn plot(c: &Curve, path: &std::path::Path) -> Result<(), BenchError> {
+    use crate::report::plot::{plot_throughput, Series};
+    let line = |pts: &[Point]| pts.iter().map(|p| (f64::from(p.vcpus), p.ops_per_s)).collect();
+    let pubs = |f: fn(&Published) -> f64| {
+        c.published
+            .iter()
+            .map(|p| (f64::from(p.tasks), f(p)))
+            .collect()
+    };
+    let series = [
+        Series {
+            label: "base (prefetch_test_before_set=0)".into(),
+            points: line(&c.base),
+        },
+        Series {
+            label: "patched (prefetch_test_before_set=1)".into(),
+            points: line(&c.patched),
+        },
+        Series {
+            label: format!("published base, {}", c.fs.machine),
+            points: pubs(|p| p.base),
+        },
+        Series {
+            label: format!("published patched, {}", c.fs.machine),
+            points: pubs(|p| p.patched),
+        },
+    ];
+    let title = format!(
+        "seed 003 fallocate3, {} ({:.0} % used, {:?}): total ops/s per vCPU count",
+        c.fs.id,
+        c.fs.used * 100.0,
+        c.fs.device
+    );
+    plot_throughput(&title, &series, path).map_err(|e| BenchError::Peer(e.to_string()))
+}
+
+/// The rows of `curves` as a table: vCPUs | base | patched | ours % | published %.
+pub fn render(curves: &[Curve]) -> String {
+    use std::fmt::Write;
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let mut t = String::new();
+    for c in curves {
+        let _ = writeln!(
+            t,
+            "seed 003 fallocate3 on {} ({}, {:.0} % used, {:?}){}",
+            c.fs.id,
+            c.fs.machine,
+            c.fs.used * 100.0,
+            c.fs.device,
+            if c.fs.neutral { ": must stay within ±5 %" } else { "" }
+        );
+        let _ = writeln!(
+            t,
+            "{:>5} {:>10} {:>10} {:>8} {:>10} {:>5} {:>4} {:>5}",
+            "vcpus", "base", "patched", "ours", "published", "sign", "x2", "±25%"
+        );
+        let rows: BTreeMap<u32, Row> = c.rows().into_iter().map(|r| (r.published.tasks, r)).collect();
+        for (b, p) in c.base.iter().zip(&c.patched) {
+            let ours = 100.0 * (p.ops_per_s / b.ops_per_s - 1.0);
+            match rows.get(&b.vcpus) {
+                Some(r) => {
+                    let _ = writeln!(
+                        t,
+                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>+9.1}% {:>5} {:>4} {:>5}",
+                        b.vcpus,
+                        b.ops_per_s,
+                        p.ops_per_s,
+                        ours,
+                        r.published.change_pct(),
+                        yn(r.same_sign),
+                        yn(r.within_2x),
+                        yn(r.within_25pct)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        t,
+                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>10}",
+                        b.vcpus, b.ops_per_s, p.ops_per_s, ours, "-"
+                    );
+                }
+            }
+        }
+    }
+    t
+}
