@@ -120,8 +120,7 @@ fn seed003(
     ns.dedup();
     let mut curves = Vec::new();
     for fs in chosen {
-        let d = Config::new(fs, false);
-        let c = f3::run_curve(fs, &ns, d.warmup_ns, d.horizon_ns).map_err(other)?;
+        let c = f3::run_curve(fs, &ns, &Config::new(fs, false)).map_err(other)?;
         if let Some(dir) = svg {
             f3::plot(&c, &dir.join(format!("seed003-{}.svg", fs.id))).map_err(other)?;
         }

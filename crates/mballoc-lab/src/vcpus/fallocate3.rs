@@ -12,10 +12,12 @@
 //! `Holes::Random`, seed 1: the lab's stated pattern for aged filesystems, not tuned to these
 //! figures), mounted cold: no bitmap in memory (`lazy`), every group read from the device
 //! when first needed (`super::io`: a read of the device class's service time, on a queue of
-//! its depth), prefetch reads submitted without waiting. Rates count only the calls that end
-//! after a warm-up, as will-it-scale drops its first samples: what the reads cost shows in
-//! the warm-up and in the time to the first operation, not in the rates, as on the seed's
-//! "existing" filesystems, whose bitmaps were long read.
+//! its depth), prefetch reads submitted without waiting. One task first runs alone on the
+//! cold mount (`Config::mount_ops`: the reads of a first use, reported as the time to the
+//! first operation); then the N tasks run, each counting its operations after a warm-up one,
+//! as will-it-scale drops its first samples. So the rates are those of a filesystem whose
+//! bitmaps the walks need are in memory, as on the seed's "existing" filesystems; groups no
+//! walk reached before are read when first needed, in the rates.
 //!
 //! The rest of an operation (system calls, extent tree, journal handles, `open`, `close`)
 //! costs three times the fallocate2 call's time outside the allocator (`Costs::outside_ns`,
@@ -26,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,7 +37,7 @@ use mballoc::{Allocator, MemSource, Policy};
 use serde::Serialize;
 
 use super::cost::{Costs, Machine};
-use super::io::{DeviceClass, IoStats};
+use super::io::{Device, DeviceClass, IoStats};
 use super::sched::{Deadlock, Sched, VcpuHook, MAX_VCPUS};
 use crate::bench::threads::{File, Pattern, Volume};
 use crate::bench::BenchError;
@@ -149,10 +152,14 @@ pub struct Config {
     pub fs: Fs,
     /// `prefetch_test_before_set`: the seed's switch (false = base).
     pub patched: bool,
-    /// Calls ending before this virtual time are not counted.
-    pub warmup_ns: u64,
-    /// Virtual time each CPU runs, ns.
-    pub horizon_ns: u64,
+    /// Operations one task runs alone on the cold mount before the N tasks start.
+    pub mount_ops: u32,
+    /// Operations each task runs before its counted ones (the start, when every task's
+    /// first call aims at the same place).
+    pub warm_ops: u32,
+    /// Operations counted over all tasks: each task counts `ops / N` (at least 2), so a
+    /// point costs the host about the same at every N and the total stays near `ops`.
+    pub ops: u32,
     /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
     pub bytes: u64,
     /// The scheduler's slack (`Sched::with_device`).
@@ -160,34 +167,40 @@ pub struct Config {
 }
 
 impl Config {
-    /// `fs` with the default windows: 20 ms of warm-up, then 20 ms counted.
+    /// `fs` with the default counts: 2 operations alone on the cold mount, then per task 1
+    /// not counted, and 16 counted over all tasks.
     pub fn new(fs: Fs, patched: bool) -> Config {
         Config {
             fs,
             patched,
-            warmup_ns: 20_000_000,
-            horizon_ns: 40_000_000,
+            mount_ops: 2,
+            warm_ops: 1,
+            ops: 16,
             bytes: fs.bytes,
             slack_ns: SLACK_NS,
         }
     }
 }
 
+/// No task runs past this much virtual time (a guard against a run that never ends).
+const MAX_VIRTUAL_NS: u64 = 60_000_000_000;
+
 /// One point of a curve.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
     pub vcpus: u32,
-    /// Operations counted (ending inside the window).
-    pub ops: u64,
-    /// Total ops/s of all tasks in the window (the seed's "perf").
+    /// Total ops/s of all tasks (the seed's "perf"): the sum of each task's rate over its
+    /// counted operations.
     pub ops_per_s: f64,
-    /// Virtual time of the first operation's end, ns (the reads of a cold mount).
+    /// Virtual time of the first operation on the cold mount, ns (the reads it waits for).
     pub first_op_ns: u64,
+    /// The device on the cold mount, then while the N tasks ran.
+    pub mount_io: IoStats,
     pub io: IoStats,
-    /// Bitmaps loaded, prefetch reads among them.
+    /// Bitmaps loaded while the N tasks ran, prefetch reads among them.
     pub bitmap_loads: u64,
     pub prefetch_loads: u64,
-    /// Groups whose buddy was searched, per counted operation.
+    /// Groups whose buddy was searched, per operation of the N tasks.
     pub groups_scanned_per_op: f64,
     /// Host seconds (not deterministic).
     #[serde(skip)]
@@ -213,73 +226,81 @@ fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
     Ok((vol, a))
 }
 
-/// What one CPU did: calls ending in the window, and when its first ended.
-struct CpuOut {
-    ops: u64,
-    first_ns: u64,
+/// One fallocate3 operation of `f`'s task on CPU `me`: open(O_TRUNC), fallocate, close.
+fn operation(
+    me: usize,
+    s: &Sched,
+    a: &Allocator,
+    vol: &Volume,
+    f: &mut File,
+) -> Result<(), BenchError> {
+    let outside = s.costs().outside_ns * SYSCALLS_PER_OP;
+    s.work(me, outside / 2);
+    // open(O_TRUNC): the last round's blocks go back.
+    f.truncate(a)?;
+    s.touch(me, J_STATE_LOCK, Access::Write, None);
+    s.touch(me, TRANSACTION, Access::Write, None);
+    while f.place < FILE_BLOCKS {
+        let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, me as u32, vol);
+        let got = a.allocate(&req)?;
+        f.add(got.extent);
+    }
+    s.touch(me, TRANSACTION, Access::Write, None);
+    s.work(me, outside - outside / 2);
+    Ok(())
 }
 
+/// CPU `me`'s task: `warm + ops` operations, then more (not counted) until every task has
+/// counted its own, so that no task's counted operations run with fewer tasks around.
+/// Returns the ends of its operations, ns.
 fn cpu_loop(
     me: usize,
+    ino: u64,
     s: &Arc<Sched>,
     a: &Allocator,
     vol: &Volume,
-    cfg: &Config,
-) -> Result<CpuOut, BenchError> {
+    want: usize,
+    done: &AtomicUsize,
+) -> Result<Vec<u64>, BenchError> {
     s.start(me);
     let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
         sched: Arc::clone(s),
         me,
     });
     let installed = vcpu::install(hook);
-    let outside = s.costs().outside_ns * SYSCALLS_PER_OP;
-    let mut f = File::new(FIRST_FILE_INO + me as u64);
-    let (mut ops, mut first_ns) = (0, 0);
-    while s.clock(me) < cfg.horizon_ns {
-        s.work(me, outside / 2);
-        // open(O_TRUNC): the last round's blocks go back.
-        f.truncate(a)?;
-        s.touch(me, J_STATE_LOCK, Access::Write, None);
-        s.touch(me, TRANSACTION, Access::Write, None);
-        while f.place < FILE_BLOCKS {
-            let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, me as u32, vol);
-            let got = a.allocate(&req)?;
-            f.add(got.extent);
-        }
-        s.touch(me, TRANSACTION, Access::Write, None);
-        s.work(me, outside - outside / 2);
-        let now = s.clock(me);
-        if first_ns == 0 {
-            first_ns = now;
-        }
-        if now > cfg.warmup_ns && now <= cfg.horizon_ns {
-            ops += 1;
+    let mut f = File::new(ino);
+    let mut ends = Vec::new();
+    let n = s.clocks().len();
+    while (ends.len() < want || done.load(Ordering::Relaxed) < n)
+        && s.clock(me) < MAX_VIRTUAL_NS
+    {
+        operation(me, s, a, vol, &mut f)?;
+        ends.push(s.clock(me));
+        if ends.len() == want {
+            done.fetch_add(1, Ordering::Relaxed);
         }
     }
+    f.truncate(a)?;
     drop(installed);
     s.finish(me);
-    Ok(CpuOut { ops, first_ns })
+    Ok(ends)
 }
 
-/// Runs `cfg` on `n` virtual CPUs.
-pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
-    if n == 0 || n as usize > MAX_VCPUS || cfg.warmup_ns >= cfg.horizon_ns {
-        return Err(BenchError::Peer(format!(
-            "fallocate3 on {n} vCPUs, warm-up {} ns of {} ns: 1..={MAX_VCPUS} vCPUs and a \
-             warm-up shorter than the run",
-            cfg.warmup_ns, cfg.horizon_ns
-        )));
-    }
-    let t0 = Instant::now();
-    let (vol, a) = mount(cfg, n)?;
-    let costs = Costs::new(Machine::Server, true);
-    let s = Sched::with_device(n as usize, costs, cfg.fs.device.depth(), cfg.slack_ns);
-    let before = a.stats();
-    let outs: Vec<Result<CpuOut, BenchError>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..n as usize)
+/// Runs `n` tasks, one per virtual CPU, on `a`; each task's operation ends.
+fn run_tasks(
+    s: &Arc<Sched>,
+    a: &Allocator,
+    vol: &Volume,
+    first_ino: u64,
+    want: usize,
+) -> Result<Vec<Vec<u64>>, BenchError> {
+    let n = s.clocks().len();
+    let done = AtomicUsize::new(0);
+    let outs: Vec<Result<Vec<u64>, BenchError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
             .map(|me| {
-                let (s, a, vol) = (&s, &a, &vol);
-                sc.spawn(move || cpu_loop(me, s, a, vol, cfg))
+                let done = &done;
+                sc.spawn(move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, done))
             })
             .collect();
         hs.into_iter()
@@ -294,24 +315,59 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
             })
             .collect()
     });
-    let (mut ops, mut first_ns) = (0, u64::MAX);
-    for o in outs {
-        let o = o?;
-        ops += o.ops;
-        first_ns = first_ns.min(o.first_ns);
+    outs.into_iter().collect()
+}
+
+/// Runs `cfg` on `n` virtual CPUs: one task alone on the cold mount for `mount_ops`
+/// operations (the reads of a first use), then `n` tasks.
+pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
+    if n == 0 || n as usize > MAX_VCPUS || cfg.ops == 0 {
+        return Err(BenchError::Peer(format!(
+            "fallocate3 on {n} vCPUs counting {} operations each: 1..={MAX_VCPUS} vCPUs, at \
+             least one operation",
+            cfg.ops
+        )));
     }
+    let t0 = Instant::now();
+    let (vol, a) = mount(cfg, n)?;
+    let costs = Costs::new(Machine::Server, true);
+    let alone = Sched::with_device(
+        1,
+        costs.clone(),
+        Device::new(cfg.fs.device.depth()),
+        cfg.slack_ns,
+    );
+    let mount_ends = run_tasks(&alone, &a, &vol, FIRST_FILE_INO + MAX_VCPUS as u64, cfg.mount_ops as usize)?;
+    let first_op_ns = mount_ends.first().and_then(|e| e.first().copied()).unwrap_or(0);
+    // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
+    let device = alone.device().rebased(alone.clock(0));
+    let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
+    let before = a.stats();
+    let warm = cfg.warm_ops as usize;
+    let counted = cfg.ops.div_ceil(n).max(2);
+    let ends = run_tasks(&s, &a, &vol, FIRST_FILE_INO, warm + counted as usize)?;
     let after = a.stats();
-    let window_s = (cfg.horizon_ns - cfg.warmup_ns) as f64 / 1e9;
+    // Each task's rate over its counted operations: from the end of its last warm-up
+    // operation (or its start) to the end of its last counted one.
+    let ops_per_s = ends
+        .iter()
+        .map(|e| {
+            let from = if warm == 0 { 0 } else { e[warm - 1] };
+            let to = e[warm + counted as usize - 1];
+            f64::from(counted) * 1e9 / (to - from).max(1) as f64
+        })
+        .sum();
+    let all_ops: usize = ends.iter().map(Vec::len).sum();
     Ok(Point {
         vcpus: n,
-        ops,
-        ops_per_s: ops as f64 / window_s,
-        first_op_ns: first_ns,
+        ops_per_s,
+        first_op_ns,
+        mount_io: alone.io_stats(),
         io: s.io_stats(),
         bitmap_loads: after.bitmap_loads - before.bitmap_loads,
         prefetch_loads: after.prefetch_loads - before.prefetch_loads,
         groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64
-            / (ops.max(1)) as f64,
+            / all_ops.max(1) as f64,
         real_s: t0.elapsed().as_secs_f64(),
     })
 }
@@ -382,18 +438,15 @@ impl Curve {
     }
 }
 
-/// Runs `fs`'s base and patched curves at `vcpus` with `warmup_ns`/`horizon_ns` windows.
-pub fn run_curve(
-    fs: Fs,
-    vcpus: &[u32],
-    warmup_ns: u64,
-    horizon_ns: u64,
-) -> Result<Curve, BenchError> {
+/// Runs `fs`'s base and patched curves at `vcpus`, each point as `like` says (its `fs` and
+/// `patched` aside).
+pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchError> {
     let side = |patched: bool| -> Result<Vec<Point>, BenchError> {
         let cfg = Config {
-            warmup_ns,
-            horizon_ns,
-            ..Config::new(fs, patched)
+            fs,
+            patched,
+            bytes: fs.bytes,
+            ..like.clone()
         };
         vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
     };

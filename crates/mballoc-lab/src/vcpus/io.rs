@@ -62,7 +62,7 @@ pub struct IoStats {
 }
 
 /// The device's queue and the reads it knows.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Device {
     /// When each slot is free again.
     slots: Vec<u64>,
@@ -79,6 +79,16 @@ impl Device {
             reads: HashMap::new(),
             stats: IoStats::default(),
         }
+    }
+
+    /// The same device seen from a clock restarted at `t`: a read that ended by `t` ends at
+    /// 0 (its buffer is in memory), one in flight ends `end - t` from the new start.
+    pub fn rebased(mut self, t: u64) -> Device {
+        for end in self.slots.iter_mut().chain(self.reads.values_mut()) {
+            *end = end.saturating_sub(t);
+        }
+        self.stats = IoStats::default();
+        self
     }
 
     /// Submits a read of `key` at `now` unless one was submitted before; returns when the

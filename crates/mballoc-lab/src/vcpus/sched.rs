@@ -153,15 +153,15 @@ pub struct Deadlock;
 impl Sched {
     /// `n` CPUs, CPU 0 first to run.
     pub fn new(n: usize, costs: Costs) -> Arc<Sched> {
-        Sched::with_device(n, costs, 1, 0)
+        Sched::with_device(n, costs, Device::new(1), 0)
     }
 
-    /// `n` CPUs whose bitmap reads queue on a device of `depth` slots (`super::io`). With
+    /// `n` CPUs whose bitmap reads queue on `device` (`super::io`). With
     /// `slack_ns` > 0 the running CPU goes on while its clock is less than `slack_ns` past
     /// the earliest other runnable CPU's: far fewer thread switches on long walks, at the
     /// price of interactions ordered only to within `slack_ns` (a lock may go to a CPU up
     /// to `slack_ns` later in virtual time than to one that asks after it).
-    pub fn with_device(n: usize, costs: Costs, depth: usize, slack_ns: u64) -> Arc<Sched> {
+    pub fn with_device(n: usize, costs: Costs, device: Device, slack_ns: u64) -> Arc<Sched> {
         assert!((1..=MAX_VCPUS).contains(&n), "1..={MAX_VCPUS} vCPUs");
         Arc::new(Sched {
             st: Mutex::new(State {
@@ -172,7 +172,7 @@ impl Sched {
                 lines: HashMap::new(),
                 cvs: HashMap::new(),
                 stats: SchedStats::default(),
-                device: Device::new(depth),
+                device,
                 deadlock: false,
             }),
             turn: (0..n).map(|_| Condvar::new()).collect(),
@@ -425,6 +425,11 @@ impl Sched {
 
     pub fn io_stats(&self) -> IoStats {
         self.state().device.stats.clone()
+    }
+
+    /// The device as it is now (its reads and queue), for a run that goes on from here.
+    pub fn device(&self) -> Device {
+        self.state().device.clone()
     }
 
     /// Each CPU's clock, ns.
