@@ -202,6 +202,9 @@ pub struct Point {
     pub prefetch_loads: u64,
     /// Groups whose buddy was searched, per operation of the N tasks.
     pub groups_scanned_per_op: f64,
+    /// Cache lines moved between CPUs, per operation of the N tasks (the group state words
+    /// linux-6.18's prefetch walk writes are among them).
+    pub line_transfers_per_op: f64,
     /// Host seconds (not deterministic).
     #[serde(skip)]
     pub real_s: f64,
@@ -357,7 +360,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
             f64::from(counted) * 1e9 / (to - from).max(1) as f64
         })
         .sum();
-    let all_ops: usize = ends.iter().map(Vec::len).sum();
+    let all_ops = ends.iter().map(Vec::len).sum::<usize>().max(1) as f64;
     Ok(Point {
         vcpus: n,
         ops_per_s,
@@ -366,8 +369,8 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         io: s.io_stats(),
         bitmap_loads: after.bitmap_loads - before.bitmap_loads,
         prefetch_loads: after.prefetch_loads - before.prefetch_loads,
-        groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64
-            / all_ops.max(1) as f64,
+        groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64 / all_ops,
+        line_transfers_per_op: s.stats().line_transfers as f64 / all_ops,
         real_s: t0.elapsed().as_secs_f64(),
     })
 }

@@ -377,3 +377,5 @@ pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests003;
