@@ -79,21 +79,69 @@ const GIB: u64 = 1 << 30;
 
 /// Seed 003's filesystems: its three "existing" ones and the six 133G images.
 pub const FILESYSTEMS: [Fs; 9] = [
-    fs("802g-68", "Kunpeng 920b", 802 * GIB, 0.68, DeviceClass::SataSsd),
+    fs(
+        "802g-68",
+        "Kunpeng 920b",
+        802 * GIB,
+        0.68,
+        DeviceClass::SataSsd,
+    ),
     fs("842g-31", "Kunpeng 920", 842 * GIB, 0.31, DeviceClass::Hdd),
     Fs {
         neutral: true,
         ..fs("15t-6", "AMD 9654", 15 << 40, 0.06, DeviceClass::Nvme)
     },
-    fs("133g-25-amd", "AMD 9654", 133 * GIB, 0.25, DeviceClass::Nvme),
-    fs("133g-50-amd", "AMD 9654", 133 * GIB, 0.50, DeviceClass::Nvme),
-    fs("133g-75-amd", "AMD 9654", 133 * GIB, 0.75, DeviceClass::Nvme),
-    fs("133g-25-kunpeng", "Kunpeng 920b", 133 * GIB, 0.25, DeviceClass::SataSsd),
-    fs("133g-50-kunpeng", "Kunpeng 920b", 133 * GIB, 0.50, DeviceClass::SataSsd),
-    fs("133g-75-kunpeng", "Kunpeng 920b", 133 * GIB, 0.75, DeviceClass::SataSsd),
+    fs(
+        "133g-25-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.25,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-50-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.50,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-75-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.75,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-25-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.25,
+        DeviceClass::SataSsd,
+    ),
+    fs(
+        "133g-50-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.50,
+        DeviceClass::SataSsd,
+    ),
+    fs(
+        "133g-75-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.75,
+        DeviceClass::SataSsd,
+    ),
 ];
 
-const fn fs(id: &'static str, machine: &'static str, bytes: u64, used: f64, device: DeviceClass) -> Fs {
+const fn fs(
+    id: &'static str,
+    machine: &'static str,
+    bytes: u64,
+    used: f64,
+    device: DeviceClass,
+) -> Fs {
     Fs {
         id,
         machine,
@@ -106,10 +154,17 @@ const fn fs(id: &'static str, machine: &'static str, bytes: u64, used: f64, devi
 
 /// The filesystem named `id`.
 pub fn filesystem(id: &str) -> Result<Fs, BenchError> {
-    FILESYSTEMS.iter().find(|f| f.id == id).copied().ok_or_else(|| {
-        let ids: Vec<&str> = FILESYSTEMS.iter().map(|f| f.id).collect();
-        BenchError::Peer(format!("unknown seed 003 filesystem {id:?}; known: {}", ids.join(", ")))
-    })
+    FILESYSTEMS
+        .iter()
+        .find(|f| f.id == id)
+        .copied()
+        .ok_or_else(|| {
+            let ids: Vec<&str> = FILESYSTEMS.iter().map(|f| f.id).collect();
+            BenchError::Peer(format!(
+                "unknown seed 003 filesystem {id:?}; known: {}",
+                ids.join(", ")
+            ))
+        })
 }
 
 /// One published figure: total ops/s of `tasks` tasks ("perf" in the seed's tables).
@@ -214,15 +269,26 @@ pub struct Point {
 fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
     let vol = Volume::new(cfg.bytes)?;
     let geo = vol.geo;
-    let used = union(vol.used(), &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1));
+    let used = union(
+        vol.used(),
+        &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1),
+    );
     let dev = MemSource::new(geo, &used)?
         .with_load_cost(std::time::Duration::from_nanos(cfg.fs.device.service_ns()));
     let cpus = n.max(2);
-    let settings = [format!("prefetch_test_before_set={}", u8::from(cfg.patched))];
+    let settings = [format!(
+        "prefetch_test_before_set={}",
+        u8::from(cfg.patched)
+    )];
     let a = Allocator::builder(geo)
         .source(Box::new(dev))
         .cpus(cpus)
-        .tunables(crate::bench::tunables(Policy::Linux618, &geo, cpus, &settings)?)
+        .tunables(crate::bench::tunables(
+            Policy::Linux618,
+            &geo,
+            cpus,
+            &settings,
+        )?)
         .lazy(true)
         .prefetch_threads(0)
         .build()?;
@@ -274,9 +340,7 @@ fn cpu_loop(
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
-    while (ends.len() < want || done.load(Ordering::Relaxed) < n)
-        && s.clock(me) < MAX_VIRTUAL_NS
-    {
+    while (ends.len() < want || done.load(Ordering::Relaxed) < n) && s.clock(me) < MAX_VIRTUAL_NS {
         operation(me, s, a, vol, &mut f)?;
         ends.push(s.clock(me));
         if ends.len() == want {
@@ -340,8 +404,17 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         Device::new(cfg.fs.device.depth()),
         cfg.slack_ns,
     );
-    let mount_ends = run_tasks(&alone, &a, &vol, FIRST_FILE_INO + MAX_VCPUS as u64, cfg.mount_ops as usize)?;
-    let first_op_ns = mount_ends.first().and_then(|e| e.first().copied()).unwrap_or(0);
+    let mount_ends = run_tasks(
+        &alone,
+        &a,
+        &vol,
+        FIRST_FILE_INO + MAX_VCPUS as u64,
+        cfg.mount_ops as usize,
+    )?;
+    let first_op_ns = mount_ends
+        .first()
+        .and_then(|e| e.first().copied())
+        .unwrap_or(0);
     // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
     let device = alone.device().rebased(alone.clock(0));
     let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
@@ -464,7 +537,11 @@ pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchErr
 /// The curve as an SVG: total ops/s against vCPUs, base and patched, published points.
 pub fn plot(c: &Curve, path: &std::path::Path) -> Result<(), BenchError> {
     use crate::report::plot::{plot_throughput, Series};
-    let line = |pts: &[Point]| pts.iter().map(|p| (f64::from(p.vcpus), p.ops_per_s)).collect();
+    let line = |pts: &[Point]| {
+        pts.iter()
+            .map(|p| (f64::from(p.vcpus), p.ops_per_s))
+            .collect()
+    };
     let pubs = |f: fn(&Published) -> f64| {
         c.published
             .iter()
@@ -511,14 +588,22 @@ pub fn render(curves: &[Curve]) -> String {
             c.fs.machine,
             c.fs.used * 100.0,
             c.fs.device,
-            if c.fs.neutral { ": must stay within ±5 %" } else { "" }
+            if c.fs.neutral {
+                ": must stay within ±5 %"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             t,
             "{:>5} {:>10} {:>10} {:>8} {:>10} {:>5} {:>4} {:>5}",
             "vcpus", "base", "patched", "ours", "published", "sign", "x2", "±25%"
         );
-        let rows: BTreeMap<u32, Row> = c.rows().into_iter().map(|r| (r.published.tasks, r)).collect();
+        let rows: BTreeMap<u32, Row> = c
+            .rows()
+            .into_iter()
+            .map(|r| (r.published.tasks, r))
+            .collect();
         for (b, p) in c.base.iter().zip(&c.patched) {
             let ours = 100.0 * (p.ops_per_s / b.ops_per_s - 1.0);
             match rows.get(&b.vcpus) {

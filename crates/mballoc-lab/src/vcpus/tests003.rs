@@ -38,7 +38,9 @@ fn on_vcpus(s: &Arc<Sched>, body: impl Fn(usize) + Sync) {
 /// A cold 1 GiB filesystem (8 groups) whose bitmap reads each take `read`.
 fn cold(read: Duration) -> (Volume, Allocator) {
     let vol = Volume::new(1 << 30).unwrap();
-    let dev = MemSource::new(vol.geo, vol.used()).unwrap().with_load_cost(read);
+    let dev = MemSource::new(vol.geo, vol.used())
+        .unwrap()
+        .with_load_cost(read);
     let a = Allocator::builder(vol.geo)
         .source(Box::new(dev))
         .cpus(2)
@@ -99,7 +101,11 @@ fn two_vcpus_needing_the_same_bitmap_issue_one_read() {
     let io = s.io_stats();
     assert_eq!((io.reads, io.shared_waits), (2, 1), "{io:?}");
     let c = s.clocks();
-    assert_eq!((c[0], c[1], c[2]), (1_000_000, 1_000_000, 2_000_000), "{c:?}");
+    assert_eq!(
+        (c[0], c[1], c[2]),
+        (1_000_000, 1_000_000, 2_000_000),
+        "{c:?}"
+    );
 }
 
 /// The same through the allocator: two CPUs allocating in the same cold group read each
@@ -155,7 +161,10 @@ fn the_same_seed003_point_gives_the_same_bytes() {
 fn seed003_rows_are_judged_by_sign_size_and_neutral_band() {
     let p = published();
     assert_eq!(p.len(), 72);
-    let kp = p.iter().find(|r| r.fs == "802g-68" && r.tasks == 8).unwrap();
+    let kp = p
+        .iter()
+        .find(|r| r.fs == "802g-68" && r.tasks == 8)
+        .unwrap();
     let ok = Row::judge(*kp, false, 1000.0, 1000.0 * (1.0 + kp.change_pct() / 100.0));
     assert!(ok.same_sign && ok.within_2x && ok.within_25pct);
     let bad = Row::judge(*kp, false, 1000.0, 900.0);

@@ -33,7 +33,10 @@ pub fn attach(rep: &mut SeedReport, quick: bool) {
     }
     let t0 = std::time::Instant::now();
     let chosen: Vec<(&str, Vec<u32>)> = if quick {
-        POINTS[..2].iter().map(|(f, n)| (*f, n[..1].to_vec())).collect()
+        POINTS[..2]
+            .iter()
+            .map(|(f, n)| (*f, n[..1].to_vec()))
+            .collect()
     } else {
         POINTS.iter().map(|(f, n)| (*f, n.to_vec())).collect()
     };
@@ -59,10 +62,7 @@ pub fn attach(rep: &mut SeedReport, quick: bool) {
 pub fn add_rows(rep: &mut SeedReport, rows: &[(f3::Fs, Row)]) {
     for (fs, r) in rows {
         let p = r.published;
-        let label = format!(
-            "fallocate3 {MODEL} {} N={}: ops_per_sec",
-            fs.id, p.tasks
-        );
+        let label = format!("fallocate3 {MODEL} {} N={}: ops_per_sec", fs.id, p.tasks);
         let note = format!(
             "{:+.1}% ({} -> {}, {}, {:.0}% used)",
             p.change_pct(),
@@ -116,7 +116,17 @@ mod tests {
             let rows: Vec<_> = published()
                 .into_iter()
                 .filter(|p| p.fs == fs.id)
-                .map(|p| (fs, Row::judge(p, false, 1000.0, 1000.0 * (1.0 + k * p.change_pct() / 100.0))))
+                .map(|p| {
+                    (
+                        fs,
+                        Row::judge(
+                            p,
+                            false,
+                            1000.0,
+                            1000.0 * (1.0 + k * p.change_pct() / 100.0),
+                        ),
+                    )
+                })
                 .collect();
             let mut rep = SeedReport {
                 seed: "003".into(),
@@ -136,7 +146,11 @@ mod tests {
         };
         let rep = judged(1.0);
         assert_eq!(rep.judged.len(), 8);
-        assert!(rep.judged.iter().all(|j| j.judged.status == Status::Pass), "{}", rep.render());
+        assert!(
+            rep.judged.iter().all(|j| j.judged.status == Status::Pass),
+            "{}",
+            rep.render()
+        );
         assert!(rep.render().contains(MODEL));
         let rep = judged(-1.0);
         assert!(rep.judged.iter().all(|j| j.judged.status == Status::Fail));
