@@ -126,27 +126,30 @@ fn one_vcpu_places_as_the_plain_allocator() {
     assert_eq!(plain, hooked);
 }
 
-/// The kernel's 2-process over 1-process throughput on this machine (stored measurement),
-/// per `mb_optimize_scan`.
+/// The kernel's 2-process over 1-process throughput on this machine, per `mb_optimize_scan`,
+/// from every stored measurement taken on a quiet machine (`used_by_tests`): a loaded machine
+/// measures its load, not the kernel.
 fn kernel_two_over_one() -> Vec<(bool, f64)> {
     let v: Value = serde_json::from_str(include_str!(
         "../../../../docs/measurements/kernel-fallocate2.json"
     ))
     .unwrap();
-    let set = v["sets"]
+    let sets: Vec<&Value> = v["sets"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["used_by_tests"] == true)
-        .unwrap();
-    ["0", "1"]
-        .iter()
-        .map(|scan| {
-            let m = &set["median_total_ops_s"][scan];
-            (
-                *scan == "1",
-                m["2"].as_f64().unwrap() / m["1"].as_f64().unwrap(),
-            )
+        .filter(|s| s["used_by_tests"] == true)
+        .collect();
+    assert!(!sets.is_empty(), "no quiet kernel measurement stored");
+    sets.iter()
+        .flat_map(|set| {
+            ["0", "1"].iter().map(move |scan| {
+                let m = &set["median_total_ops_s"][scan];
+                (
+                    *scan == "1",
+                    m["2"].as_f64().unwrap() / m["1"].as_f64().unwrap(),
+                )
+            })
         })
         .collect()
 }

@@ -139,7 +139,7 @@ impl Classes {
     pub(crate) fn bits(self) -> u8 {
         self.0
     }
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))] // its only callers are the plain unit tests
     pub(crate) fn from_bits(bits: u8) -> Classes {
         Classes(bits & Classes::ALL.0)
     }
