@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::cost::{Costs, Machine};
 use super::io::{Device, DeviceClass, IoStats};
-use super::sched::{Deadlock, Sched, VcpuHook, MAX_VCPUS};
+use super::sched::{Sched, VcpuHook, MAX_VCPUS};
 use crate::bench::threads::{File, Pattern, Volume};
 use crate::bench::BenchError;
 use crate::fs::FIRST_FILE_INO;
@@ -370,17 +370,7 @@ fn run_tasks(
                 sc.spawn(move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, done))
             })
             .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|p| {
-                    Err(BenchError::Peer(if p.is::<Deadlock>() {
-                        "virtual CPUs deadlocked".into()
-                    } else {
-                        "a virtual CPU's thread panicked".into()
-                    }))
-                })
-            })
-            .collect()
+        hs.into_iter().map(super::joined).collect()
     });
     outs.into_iter().collect()
 }

@@ -173,6 +173,19 @@ fn cpu_loop(
     Ok(CpuOut { calls, collisions })
 }
 
+/// A virtual CPU's thread's result; its panic becomes an error (a virtual deadlock named so).
+pub(crate) fn joined<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T, BenchError>>,
+) -> Result<T, BenchError> {
+    h.join().unwrap_or_else(|p| {
+        Err(BenchError::Peer(if p.is::<Deadlock>() {
+            "virtual CPUs deadlocked".into()
+        } else {
+            "a virtual CPU's thread panicked".into()
+        }))
+    })
+}
+
 /// Runs `cfg` on `n` virtual CPUs.
 pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     if n == 0 || n as usize > MAX_VCPUS {
@@ -193,17 +206,7 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
                 sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg))
             })
             .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|p| {
-                    Err(BenchError::Peer(if p.is::<Deadlock>() {
-                        "virtual CPUs deadlocked".into()
-                    } else {
-                        "a virtual CPU's thread panicked".into()
-                    }))
-                })
-            })
-            .collect()
+        hs.into_iter().map(joined).collect()
     });
     let mut calls = 0;
     let mut collisions = 0;

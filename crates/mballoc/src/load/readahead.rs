@@ -94,9 +94,12 @@ impl ReadAhead {
         }
         // Under a virtual-CPU hook the device time is the simulator's: queued here, waited
         // for by the loader that takes the bitmap (`wait_device`).
-        crate::sync::io_submit(self.device(), u64::from(group), || {
-            self.source.read_ns(group)
-        });
+        crate::sync::io(
+            self.device(),
+            u64::from(group),
+            || self.source.read_ns(group),
+            false,
+        );
         match &self.queue {
             Some(q) if q.lock().send(group).is_ok() => {}
             _ => finish(&self.shared, group, self.source.read_bitmap(group)),
@@ -113,9 +116,12 @@ impl ReadAhead {
     /// flight, or for its own new one. Nothing without a virtual-CPU hook (the source's
     /// `read_bitmap` then waits in real time itself).
     pub(crate) fn wait_device(&self, group: u32) {
-        crate::sync::io_wait(self.device(), u64::from(group), || {
-            self.source.read_ns(group)
-        });
+        crate::sync::io(
+            self.device(),
+            u64::from(group),
+            || self.source.read_ns(group),
+            true,
+        );
     }
 
     /// The result of a submitted read of `group`, waiting for it if still in flight.

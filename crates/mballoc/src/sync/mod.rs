@@ -112,30 +112,22 @@ impl Condvar {
     }
 }
 
-/// A device read of `block` on `dev`, costing `ns()` of device time, submitted without
-/// waiting: reported to the thread's virtual-CPU hook, which queues it on its device model.
-/// True when a hook took it; false (no hook, or no `vcpu-hooks` feature: then this is
-/// nothing at all) means the caller's source charges its own time.
+/// A device read of `block` on `dev`, costing `ns()` of device time, reported to the
+/// thread's virtual-CPU hook: submitted without waiting (`wait` false, prefetch), or needed
+/// now (`wait` true: the hook sleeps this CPU, in virtual time, until the read in flight or a
+/// new one ends). True when a hook took it; false (no hook, or no `vcpu-hooks` feature: then
+/// this is nothing at all) means the caller's source charges its own time.
 #[inline(always)]
-pub(crate) fn io_submit(dev: usize, block: u64, ns: impl FnOnce() -> u64) -> bool {
+pub(crate) fn io(dev: usize, block: u64, ns: impl FnOnce() -> u64, wait: bool) -> bool {
     #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-    return vcpu::with(|h| h.io_submit(dev, block, ns())).is_some();
+    return vcpu::with(|h| match wait {
+        true => h.io_wait(dev, block, ns()),
+        false => h.io_submit(dev, block, ns()),
+    })
+    .is_some();
     #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
     {
-        let _ = (dev, block, ns);
-        false
-    }
-}
-
-/// This thread needs `block` of `dev` now: under a virtual-CPU hook it waits, in virtual
-/// time, for the read in flight or for a new one of `ns()`. Same answer as [`io_submit`].
-#[inline(always)]
-pub(crate) fn io_wait(dev: usize, block: u64, ns: impl FnOnce() -> u64) -> bool {
-    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-    return vcpu::with(|h| h.io_wait(dev, block, ns())).is_some();
-    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
-    {
-        let _ = (dev, block, ns);
+        let _ = (dev, block, ns, wait);
         false
     }
 }
