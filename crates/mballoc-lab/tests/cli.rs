@@ -408,3 +408,112 @@ fn unsupported_cluster_settings_are_refused_with_the_value() {
         );
     }
 }
+
+/// `compare WORKLOAD --policy linux-6.16 --policy linux-6.18 --vcpus 2`.
+fn compare_on_2_vcpus(workload: &str) -> [&str; 8] {
+    let p = "--policy";
+    [
+        "compare",
+        workload,
+        p,
+        "linux-6.16",
+        p,
+        "linux-6.18",
+        "--vcpus",
+        "2",
+    ]
+}
+
+/// `--vcpus` on `run` and `compare`: what every build checks before it runs anything.
+#[test]
+fn vcpus_runs_only_the_thread_patterns_on_1_to_128_cpus() {
+    fails_with(
+        &["run", "fallocate3", "--vcpus", "4"],
+        &["--vcpus", "fallocate3", "fallocate2, appenders"],
+    );
+    fails_with(
+        &compare_on_2_vcpus("seed003"),
+        &["seed003", "fallocate2, appenders"],
+    );
+    fails_with(&["run", WORKLOAD, "--vcpus", "0"], &["--vcpus", "count 0"]);
+    fails_with(
+        &["run", WORKLOAD, "--vcpus", "4,129"],
+        &["--vcpus 129", "between 1 and 128"],
+    );
+    fails_with(
+        &["run", WORKLOAD, "--vcpus", "4", "--threads", "2"],
+        &["--threads"],
+    );
+    fails_with(
+        &["run", WORKLOAD, "--vcpus", "4", "--load-cost", "50us"],
+        &["--load-cost"],
+    );
+}
+
+/// The default binary has no simulator: a valid `--vcpus` request says how to get one.
+#[cfg(not(feature = "vcpus"))]
+#[test]
+fn vcpus_without_the_simulator_names_the_build() {
+    let build = "cargo build --release -p mballoc-lab --features vcpus";
+    fails_with(&["run", WORKLOAD, "--vcpus", "2"], &[build]);
+    fails_with(&compare_on_2_vcpus(WORKLOAD), &[build]);
+}
+
+/// A small simulated run: the per-call counters and the placement of every point, as JSON.
+#[cfg(feature = "vcpus")]
+#[test]
+fn vcpus_run_and_compare_report_counters_and_placement() {
+    let lines = |o: &Output| -> Vec<Value> {
+        assert!(o.status.success(), "{}", stderr(o));
+        stdout(o)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    };
+    let run = lines(&mballoc(&[
+        "run", WORKLOAD, "--vcpus", "1,4", "--quick", "--json",
+    ]));
+    assert_eq!(run.len(), 2);
+    for (v, n) in run.iter().zip([1u64, 4]) {
+        assert_eq!(v["point"]["vcpus"], n, "{v}");
+        assert_eq!(v["placement"]["files"], n, "{v}");
+        assert!(v["point"]["calls"].as_u64().unwrap() > 0, "{v}");
+        assert!(
+            v["point"]["per_call"]["lock_hold_ns"]["group"]
+                .as_f64()
+                .unwrap()
+                > 0.0,
+            "{v}"
+        );
+    }
+    let set = ["--set-a", "try_lock_groups=0", "--set", "nr_global_goals=1"];
+    let mut args = vec![
+        "compare",
+        WORKLOAD,
+        "--policy",
+        "linux-6.18",
+        "--policy",
+        "linux-6.18",
+    ];
+    args.extend(set);
+    args.extend(["--vcpus", "8", "--quick", "--json"]);
+    let cmp = lines(&mballoc(&args));
+    assert_eq!(cmp.len(), 2);
+    let waits = |v: &Value| {
+        v["point"]["per_call"]["lock_waits"]["group"]
+            .as_f64()
+            .unwrap()
+    };
+    // Waiting group locks (A) queue; skipping busy groups (B) hardly ever does.
+    assert!(
+        waits(&cmp[0]) > 10.0 * waits(&cmp[1]),
+        "{} vs {}",
+        cmp[0],
+        cmp[1]
+    );
+    let text = stdout(&mballoc(&["run", WORKLOAD, "--vcpus", "2", "--quick"]));
+    assert!(
+        text.contains("grp waits") && text.contains("extents/file"),
+        "{text}"
+    );
+}

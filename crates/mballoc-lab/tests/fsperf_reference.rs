@@ -10,20 +10,12 @@
 //! the reason found; the test then checks that it still misses on the same side, so a fix (or a
 //! regression past the other bound) shows up here and the list cannot go stale.
 
+mod fsperf_support;
+
+use fsperf_support::{lab, median, reference, SEEDS, TESTS};
 use mballoc::Policy;
-use mballoc_lab::workload::{run, NoProgress, RunConfig};
-use serde_json::Value;
 
 const TOLERANCE: f64 = 0.25;
-
-const TESTS: [&str; 6] = [
-    "bufferedappendvsfallocate",
-    "correlatedlifetimes",
-    "mixedlifetimes",
-    "foursizes",
-    "funnysizeshigh",
-    "funnysizeslow",
-];
 
 /// `(test, metric, lab / kernel − 1 when recorded)`.
 ///
@@ -32,43 +24,11 @@ const TESTS: [&str; 6] = [
 /// 26.47 / 13.26 (median 22.06): +27 %. Seven of the nine seeds lie between 26 and 32, above all
 /// but one real run. Over seeds 1–30 the lab's mean is 24.97 (sd 4.06) against a real mean of
 /// 21.05 over the nine (+19 %). The lab leaves more data groups than real ext4 (median 36
-/// against 31); that is not explained yet (`docs/fsperf.md`).
+/// against 31) and more fragmented groups holding a lone appender window: its windows land in
+/// groups holding fallocated data 30–48 times per run against 6 in a traced real run, the
+/// fallocate jobs' stream-goal chunks taking the windows' goal ranges (`docs/fsperf.md`, "The
+/// foursizes gap"); why is not found yet.
 const KNOWN_MISSES: &[(&str, &str, f64)] = &[("foursizes", "frag_pct_mean", 0.27)];
-
-fn reference() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../kernel-frag/reference.json"
-    );
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    serde_json::from_str(&text).unwrap()
-}
-
-fn lab(test: &str, seed: u64) -> mballoc_lab::workload::RunResult {
-    let cfg = RunConfig {
-        workload: test.to_string(),
-        policy: Policy::Linux618,
-        settings: vec!["scale=0.5".to_string()],
-        threads: 1,
-        fs_size: 8 << 30,
-        seed,
-        quick: false,
-        load_cost_ns: 0,
-        image: None,
-    };
-    run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test}: {e}"))
-}
-
-/// The lab's seeds: as many as the real runs, so that like is compared with like.
-const SEEDS: std::ops::RangeInclusive<u64> = 1..=9;
-
-/// Median of an odd number of values (the middle one).
-fn median(v: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = v.collect();
-    assert_eq!(v.len() % 2, 1, "median of an odd count: {v:?}");
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// `within` when `|lab − kernel| ≤ 25 % of kernel` (a kernel 0 needs a lab 0).
 fn within(lab: f64, kernel: f64) -> bool {
@@ -81,7 +41,9 @@ fn fsperf_tests_land_within_25_percent_of_real_ext4() {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for test in TESTS {
-        let runs: Vec<_> = SEEDS.map(|seed| lab(test, seed)).collect();
+        let runs: Vec<_> = SEEDS
+            .map(|seed| lab(test, Policy::Linux618, seed, &[]))
+            .collect();
         let kernel = &reference["tests"][test]["ext4"]["median"];
         for metric in ["frag_pct_mean", "extents_per_file"] {
             let k = kernel[metric].as_f64().unwrap();

@@ -249,6 +249,12 @@ impl File {
         }
     }
 
+    /// The file's extents, adjacent pieces merged.
+    #[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
+    pub(crate) fn extents(&self) -> &[Extent] {
+        &self.extents
+    }
+
     pub(crate) fn add(&mut self, e: Extent) {
         self.place += e.len;
         match self.extents.last_mut() {

@@ -60,6 +60,15 @@ pub struct Scenario {
     /// With `--image`: read it even while it is mounted read-write.
     #[arg(long, requires = "image")]
     pub allow_mounted: bool,
+    /// Run on these counts of virtual CPUs in virtual time instead (comma separated, 1-128;
+    /// the simulator build only; fallocate2 and appenders, `bench threads`' patterns).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_parser = thread_list,
+        conflicts_with_all = ["threads", "image", "load_cost"]
+    )]
+    pub vcpus: Option<ThreadList>,
 }
 
 fn image_run(s: &str) -> Result<workload::ImageRun, String> {

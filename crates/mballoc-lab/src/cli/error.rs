@@ -64,6 +64,19 @@ pub enum CliError {
     /// An ext4 image could not be read.
     #[error(transparent)]
     Image(#[from] mballoc_lab::image::ImageError),
+    /// `--vcpus` on a workload the simulator does not drive.
+    #[error(
+        "--vcpus runs the `bench threads` request patterns only: workload {workload} is not \
+         one of them (accepted: {accepted})"
+    )]
+    VcpusWorkload { workload: String, accepted: String },
+    /// `--vcpus` in a binary built without the simulator.
+    #[cfg_attr(feature = "vcpus", allow(dead_code))]
+    #[error(
+        "--vcpus needs the simulator build: cargo build --release -p mballoc-lab --features \
+         vcpus"
+    )]
+    VcpusBuild,
     /// Anything else from the allocator (e.g. the fresh-filesystem layout).
     #[error("{0}")]
     Other(String),
@@ -73,7 +86,11 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::Setting { .. } | CliError::FsSize { .. } => 2,
+            CliError::Usage(_)
+            | CliError::Setting { .. }
+            | CliError::FsSize { .. }
+            | CliError::VcpusWorkload { .. }
+            | CliError::VcpusBuild => 2,
             // The user asked for something the workload cannot do: a usage error too.
             CliError::Workload {
                 source:

@@ -5,7 +5,7 @@ use mballoc_lab::report::table::frag_groups_of;
 use mballoc_lab::report::ComparisonTable;
 use mballoc_lab::workload::{self, RunConfig, RunResult};
 
-use super::args::{CompareArgs, Output, RunArgs};
+use super::args::{CompareArgs, Output, RunArgs, Scenario};
 use super::config::{label, run_configs};
 use super::emit::outln;
 use super::error::CliError;
@@ -13,6 +13,7 @@ use super::outdir;
 use super::output::{json_line, sweep_table};
 use super::progress::Bar;
 use super::summary::summary;
+use super::vcpus::VcpuSide;
 
 /// Runs one configuration with a progress bar.
 pub fn run_one(cfg: &RunConfig, bar: &Bar) -> Result<RunResult, CliError> {
@@ -24,6 +25,10 @@ pub fn run_one(cfg: &RunConfig, bar: &Bar) -> Result<RunResult, CliError> {
 
 /// `mballoc run`.
 pub fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
+    if let Some(counts) = &a.scenario.vcpus {
+        let side = vcpu_side(&a.workload, a.policy, &[], &a.scenario);
+        return super::vcpus::cmd_run_vcpus(&side, &counts.0, &a.output);
+    }
     let cfgs = run_configs(&a.workload, a.policy, &[], &a.scenario)?;
     let bar = Bar::for_terminal(a.output.quiet);
     let mut results = Vec::with_capacity(cfgs.len());
@@ -52,6 +57,11 @@ pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
             a.policies.len()
         )));
     };
+    if let Some(counts) = &a.scenario.vcpus {
+        let sa = vcpu_side(&a.workload, pa, &a.set_a, &a.scenario);
+        let sb = vcpu_side(&a.workload, pb, &a.set_b, &a.scenario);
+        return super::vcpus::cmd_compare_vcpus(&sa, &sb, &counts.0, &a.output);
+    }
     let side_a = run_configs(&a.workload, pa, &a.set_a, &a.scenario)?;
     let side_b = run_configs(&a.workload, pb, &a.set_b, &a.scenario)?;
     let (la, lb) = labels(pa, pb, a);
@@ -70,6 +80,22 @@ pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
         results.push(rb);
     }
     write_out(&a.output, &results)
+}
+
+/// One side of a `--vcpus` run: `--set`, then the side's own settings.
+fn vcpu_side<'a>(
+    workload: &'a str,
+    policy: mballoc::Policy,
+    own: &[String],
+    sc: &Scenario,
+) -> VcpuSide<'a> {
+    VcpuSide {
+        workload,
+        policy,
+        settings: sc.settings.iter().chain(own).cloned().collect(),
+        fs_size: sc.fs_size,
+        quick: sc.quick,
+    }
 }
 
 /// Column labels: the policies with their own settings; `A:`/`B:` prefixes if they would read

@@ -150,13 +150,14 @@ pub fn render(curves: &[VcpuCurve]) -> String {
         );
         let _ = writeln!(
             t,
-            "{:>5} {:>12} {:>12} {:>8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7}",
+            "{:>5} {:>12} {:>12} {:>8} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7}",
             "vcpus",
             "ops/s/cpu",
             "ops/s",
             "waiting",
             "grp waits",
             "grp wait ns",
+            "grp held ns",
             "busy skip",
             "groups",
             "collide",
@@ -168,13 +169,14 @@ pub fn render(curves: &[VcpuCurve]) -> String {
             let get = |m: &std::collections::BTreeMap<_, f64>| m.get(&k).copied().unwrap_or(0.0);
             let _ = writeln!(
                 t,
-                "{:>5} {:>12.0} {:>12.0} {:>7.1}% {:>9.3} {:>10.0} {:>9.3} {:>9.2} {:>9.3} {:>8.2} {:>7.1}",
+                "{:>5} {:>12.0} {:>12.0} {:>7.1}% {:>9.3} {:>10.0} {:>10.0} {:>9.3} {:>9.2} {:>9.3} {:>8.2} {:>7.1}",
                 p.vcpus,
                 p.ops_per_s_per_cpu,
                 p.ops_per_s,
                 100.0 * p.waiting_share,
                 get(&p.per_call.lock_waits),
                 get(&p.per_call.lock_wait_ns),
+                get(&p.per_call.lock_hold_ns),
                 get(&p.per_call.busy),
                 p.per_call.groups_scanned,
                 p.per_call.goal_collisions,
@@ -185,4 +187,273 @@ pub fn render(curves: &[VcpuCurve]) -> String {
         t.push('\n');
     }
     t
+}
+
+/// Workloads `mballoc run/compare --vcpus` drives: `bench threads`' request patterns (a
+/// private 1 MiB file per CPU, 8 KiB requests); the other workloads are not wired to the
+/// simulator.
+pub const VCPU_WORKLOADS: [&str; 2] = ["fallocate2", "appenders"];
+
+/// The most virtual CPUs (`vcpus::sched::MAX_VCPUS`; known here in every build).
+pub const MAX_VCPUS: u32 = 128;
+
+/// What every build can check about `--vcpus`: the workload and the counts.
+pub fn check_vcpus(workload: &str, counts: &[u32]) -> Result<(), CliError> {
+    if !VCPU_WORKLOADS.contains(&workload) {
+        return Err(CliError::VcpusWorkload {
+            workload: workload.to_string(),
+            accepted: VCPU_WORKLOADS.join(", "),
+        });
+    }
+    if let Some(n) = counts.iter().find(|&&n| n == 0 || n > MAX_VCPUS) {
+        return Err(CliError::Usage(format!(
+            "--vcpus {n}: between 1 and {MAX_VCPUS} virtual CPUs"
+        )));
+    }
+    Ok(())
+}
+
+/// One side of `run`/`compare --vcpus`: a policy, its settings, the scenario's size and scale.
+#[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
+pub struct VcpuSide<'a> {
+    pub workload: &'a str,
+    pub policy: Policy,
+    pub settings: Vec<String>,
+    pub fs_size: Option<u64>,
+    pub quick: bool,
+}
+
+/// The default binary has no simulator: the request is checked, then refused.
+#[cfg(not(feature = "vcpus"))]
+pub fn cmd_run_vcpus(
+    side: &VcpuSide,
+    counts: &[u32],
+    _: &super::args::Output,
+) -> Result<(), CliError> {
+    check_vcpus(side.workload, counts)?;
+    Err(CliError::VcpusBuild)
+}
+
+/// As [`cmd_run_vcpus`]: both sides run the same workload.
+#[cfg(not(feature = "vcpus"))]
+pub fn cmd_compare_vcpus(
+    a: &VcpuSide,
+    _: &VcpuSide,
+    counts: &[u32],
+    out: &super::args::Output,
+) -> Result<(), CliError> {
+    cmd_run_vcpus(a, counts, out)
+}
+
+#[cfg(feature = "vcpus")]
+pub use sim::{cmd_compare_vcpus, cmd_run_vcpus};
+
+#[cfg(feature = "vcpus")]
+mod sim {
+    use std::collections::BTreeMap;
+
+    use mballoc_lab::bench::threads::Pattern;
+    use mballoc_lab::report::ComparisonTable;
+    use mballoc_lab::vcpus::cost::Machine;
+    use mballoc_lab::vcpus::{run_with_placement, VcpuConfig, VcpuCurve, VcpuRun};
+    use serde::Serialize;
+
+    use super::super::args::Output;
+    use super::super::config::validate_settings;
+    use super::super::emit::outln;
+    use super::{check_vcpus, other, render, CliError, VcpuSide};
+
+    /// Virtual time each CPU runs: as `bench threads --vcpus` (5 ms), 1 ms with `--quick`.
+    const HORIZON_NS: u64 = 5_000_000;
+    const QUICK_HORIZON_NS: u64 = 1_000_000;
+
+    /// One run on N virtual CPUs, as `--json` prints it.
+    #[derive(Debug, Clone, Serialize)]
+    pub struct VcpuRunOut {
+        pub workload: String,
+        pub config: VcpuConfig,
+        #[serde(flatten)]
+        pub run: VcpuRun,
+    }
+
+    /// The configuration of `side`, checked.
+    fn config(side: &VcpuSide) -> Result<VcpuConfig, CliError> {
+        validate_settings(side.policy, &side.settings, side.fs_size)?;
+        let mut cfg = VcpuConfig::fallocate2(side.policy, &side.settings, Machine::Server);
+        cfg.pattern = match side.workload {
+            "appenders" => Pattern::Appenders,
+            _ => Pattern::Fallocate2,
+        };
+        cfg.fs_bytes = side.fs_size.unwrap_or(cfg.fs_bytes);
+        cfg.horizon_ns = if side.quick {
+            QUICK_HORIZON_NS
+        } else {
+            HORIZON_NS
+        };
+        Ok(cfg)
+    }
+
+    /// `side` on each count of virtual CPUs.
+    pub fn run_side(side: &VcpuSide, counts: &[u32]) -> Result<Vec<VcpuRunOut>, CliError> {
+        check_vcpus(side.workload, counts)?;
+        let cfg = config(side)?;
+        counts
+            .iter()
+            .map(|&n| {
+                Ok(VcpuRunOut {
+                    workload: side.workload.to_string(),
+                    config: cfg.clone(),
+                    run: run_with_placement(&cfg, n).map_err(other)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every figure of a run under one flat name, for tables and comparisons.
+    pub fn scalars(r: &VcpuRunOut) -> BTreeMap<String, f64> {
+        let p = &r.run.point;
+        let pc = &p.per_call;
+        let mut s = BTreeMap::from([
+            ("ops_per_s_per_cpu".to_string(), p.ops_per_s_per_cpu),
+            ("ops_per_s".into(), p.ops_per_s),
+            ("calls".into(), p.calls as f64),
+            ("waiting_share".into(), p.waiting_share),
+            ("groups_scanned_per_call".into(), pc.groups_scanned),
+            ("goal_collisions_per_call".into(), pc.goal_collisions),
+            ("line_transfers_per_call".into(), pc.line_transfers),
+            ("line_wait_ns_per_call".into(), pc.line_wait_ns),
+            (
+                "journal_line_wait_ns_per_call".into(),
+                pc.journal_line_wait_ns,
+            ),
+            ("points_per_call".into(), pc.points),
+        ]);
+        let per_lock = [
+            ("lock_waits", &pc.lock_waits),
+            ("lock_wait_ns", &pc.lock_wait_ns),
+            ("lock_hold_ns", &pc.lock_hold_ns),
+            ("busy", &pc.busy),
+        ];
+        for (name, m) in per_lock {
+            for (k, v) in m {
+                s.insert(format!("{name}_per_call.{}", k.name()), *v);
+            }
+        }
+        let pl = &r.run.placement;
+        for (k, v) in [
+            ("files", pl.files as f64),
+            ("extents_per_file", pl.extents_per_file),
+            ("mean_extent_blocks", pl.mean_extent_blocks),
+            ("data_bg_count", pl.data_bg_count as f64),
+            ("fragmented_bg_count", pl.fragmented_bg_count as f64),
+            ("frag_pct_mean", pl.frag_pct_mean),
+            ("free_extents", pl.free_extents as f64),
+        ] {
+            s.insert(k.into(), v);
+        }
+        s
+    }
+
+    fn json(r: &VcpuRunOut) -> Result<String, CliError> {
+        serde_json::to_string(r).map_err(other)
+    }
+
+    /// The placement lines under the counters' table.
+    fn placement_table(runs: &[VcpuRunOut]) -> String {
+        let mut t = format!(
+            "{:>5} {:>6} {:>12} {:>13} {:>9} {:>11} {:>9} {:>12}\n",
+            "vcpus",
+            "files",
+            "extents/file",
+            "mean extent",
+            "data bgs",
+            "fragmented",
+            "frag %",
+            "free extents"
+        );
+        for r in runs {
+            let p = &r.run.placement;
+            t.push_str(&format!(
+                "{:>5} {:>6} {:>12.2} {:>13.1} {:>9} {:>11} {:>9.2} {:>12}\n",
+                r.run.point.vcpus,
+                p.files,
+                p.extents_per_file,
+                p.mean_extent_blocks,
+                p.data_bg_count,
+                p.fragmented_bg_count,
+                p.frag_pct_mean,
+                p.free_extents
+            ));
+        }
+        t
+    }
+
+    /// `mballoc run WORKLOAD --vcpus N,...`.
+    pub fn cmd_run_vcpus(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
+        let runs = run_side(side, counts)?;
+        if out.json {
+            for r in &runs {
+                outln(&json(r)?)?;
+            }
+            return Ok(());
+        }
+        let curve = VcpuCurve {
+            config: runs[0].config.clone(),
+            points: runs.iter().map(|r| r.run.point.clone()).collect(),
+        };
+        outln(&format!(
+            "{} ({:?} requests)\n{}{}",
+            side.workload,
+            curve.config.pattern,
+            render(std::slice::from_ref(&curve)),
+            placement_table(&runs)
+        ))
+    }
+
+    /// `mballoc compare WORKLOAD --policy A --policy B --vcpus N,...`: a table per count.
+    pub fn cmd_compare_vcpus(
+        a: &VcpuSide,
+        b: &VcpuSide,
+        counts: &[u32],
+        out: &Output,
+    ) -> Result<(), CliError> {
+        let ra = run_side(a, counts)?;
+        let rb = run_side(b, counts)?;
+        let label = |s: &VcpuSide| {
+            let mut l = s.policy.name().to_string();
+            for x in &s.settings {
+                l.push(' ');
+                l.push_str(x);
+            }
+            l
+        };
+        let (mut la, mut lb) = (label(a), label(b));
+        if la == lb {
+            (la, lb) = (format!("A: {la}"), format!("B: {lb}"));
+        }
+        for (x, y) in ra.iter().zip(&rb) {
+            if out.json {
+                outln(&json(x)?)?;
+                outln(&json(y)?)?;
+                continue;
+            }
+            let title = format!(
+                "{} · {} virtual CPUs · {} µs virtual each",
+                a.workload,
+                x.run.point.vcpus,
+                x.config.horizon_ns / 1000
+            );
+            let mut t = ComparisonTable::new(&title, &la, &lb).with_delta_label("diff");
+            let (sa, sb) = (scalars(x), scalars(y));
+            let mut keys: Vec<&String> = sa.keys().chain(sb.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let get = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(f64::NAN);
+                t.row(k, get(&sa), get(&sb));
+            }
+            outln(&t.render())?;
+        }
+        Ok(())
+    }
 }

@@ -27,10 +27,12 @@ mod ops;
 mod recorder;
 mod tree;
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use mballoc::Allocator;
+use parking_lot::Mutex;
 
 pub use error::FsError;
 pub use extents::{ExtentMap, Mapping, MAX_RECORD, MAX_UNWRITTEN_RECORD};
@@ -46,6 +48,10 @@ pub struct Fs {
     alloc: Arc<Allocator>,
     inodes_per_group: u32,
     next_ino: AtomicU64,
+    /// Inode numbers below `next_ino` freed by an unlink, handed out again first when
+    /// `reuse_inos`.
+    free_inos: Mutex<BTreeSet<u64>>,
+    reuse_inos: bool,
     journal: Journal,
     /// Whether files allocate extent-tree blocks (see [`ExtentTree`]).
     extent_tree_blocks: bool,
@@ -63,6 +69,8 @@ impl Fs {
             alloc,
             inodes_per_group: inodes_per_group.max(1),
             next_ino: AtomicU64::new(FIRST_FILE_INO),
+            free_inos: Mutex::new(BTreeSet::new()),
+            reuse_inos: false,
             journal: Journal::new(commit_every)?,
             extent_tree_blocks: true,
         })
@@ -71,6 +79,12 @@ impl Fs {
     /// Models (the default) or leaves out the extent tree's own blocks.
     pub fn set_extent_tree_blocks(&mut self, on: bool) {
         self.extent_tree_blocks = on;
+    }
+
+    /// Hands an unlinked file's inode number to the next create, as ext4 does (off by
+    /// default: every create takes a number never used).
+    pub fn set_reuse_inos(&mut self, on: bool) {
+        self.reuse_inos = on;
     }
 
     pub fn extent_tree_blocks(&self) -> bool {
@@ -94,16 +108,31 @@ impl Fs {
         self.inodes_per_group
     }
 
-    /// Creates an empty file, open for write, with the next inode number (inodes are handed
-    /// out in order, as ext4 fills the parent directory's group first).
+    /// Creates an empty file, open for write: with [`Fs::set_reuse_inos`] the lowest inode
+    /// number an unlink freed, else the next never used. ext4 takes the first free bit of the
+    /// parent directory's group (`__ext4_new_inode` → `find_inode_bit` from bit 0; with a
+    /// journal a just-freed inode is not held back), so a file created after an unlink gets
+    /// the unlinked file's number; the number picks the file's stream goal slot
+    /// (`ino % nr_global_goals`) and its goal group.
     pub fn create(&self) -> File {
-        File::new(self.next_ino.fetch_add(1, Ordering::Relaxed))
+        let reused = self.free_inos.lock().pop_first();
+        File::new(reused.unwrap_or_else(|| self.next_ino.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Creates a file with a given inode number (for workloads that fix inode numbers).
     pub fn create_with_ino(&self, ino: u64) -> File {
+        self.free_inos.lock().remove(&ino);
         self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
         File::new(ino)
+    }
+
+    /// `ino` is free again (its file was unlinked and evicted).
+    fn release_ino(&self, ino: u64) {
+        if !self.reuse_inos {
+            return;
+        }
+        let fresh = self.free_inos.lock().insert(ino);
+        debug_assert!(fresh, "inode {ino} freed twice");
     }
 
     /// The inode number the next [`Fs::create`] will use.
@@ -118,6 +147,8 @@ impl Fs {
             alloc,
             inodes_per_group: self.inodes_per_group,
             next_ino: AtomicU64::new(self.next_ino()),
+            free_inos: Mutex::new(self.free_inos.lock().clone()),
+            reuse_inos: self.reuse_inos,
             journal: Journal::new(self.journal.every()).expect("interval already validated"),
             extent_tree_blocks: self.extent_tree_blocks,
         }

@@ -203,10 +203,13 @@ impl Task<'_> {
         result
     }
 
-    /// Deletes the file: every block freed, preallocations dropped.
+    /// Deletes the file: every block freed, preallocations dropped, its inode number free for
+    /// the next create (`ext4_evict_inode` → `ext4_free_inode`).
     pub fn unlink(&mut self, mut f: File) -> Result<(), FsError> {
         f.open = false;
-        self.truncate(&mut f, 0)
+        self.truncate(&mut f, 0)?;
+        self.fs.release_ino(f.ino);
+        Ok(())
     }
 
     /// The last close of a writer (`ext4_release_file`): unused preallocations go back.

@@ -19,6 +19,7 @@
 pub mod cost;
 pub mod fallocate3;
 pub mod io;
+pub mod placement;
 pub mod sched;
 pub mod seeds;
 
@@ -36,6 +37,7 @@ use crate::bench::threads::{File, Pattern, Volume};
 use crate::bench::BenchError;
 use crate::fs::FIRST_FILE_INO;
 use cost::{Costs, Machine, Seg};
+pub use placement::Placement;
 use sched::{Deadlock, LockKind, Sched, VcpuHook, MAX_VCPUS};
 
 /// `j_state_lock`'s line and the running transaction's counters' line: addresses no
@@ -49,6 +51,8 @@ pub struct VcpuConfig {
     pub policy: String,
     /// Tunables on top of the policy (`name=value`), `mb_optimize_scan` among them.
     pub settings: Vec<String>,
+    /// The requests each CPU's file sends (`bench threads`' patterns).
+    pub pattern: Pattern,
     pub fs_bytes: u64,
     pub file_blocks: u32,
     pub chunk: u32,
@@ -64,6 +68,7 @@ impl VcpuConfig {
         VcpuConfig {
             policy: policy.name().into(),
             settings: settings.to_vec(),
+            pattern: Pattern::Fallocate2,
             fs_bytes: 64 << 30,
             file_blocks: 256,
             chunk: 2,
@@ -91,12 +96,18 @@ pub struct PerCall {
     pub lock_waits: BTreeMap<LockKind, f64>,
     /// Virtual ns queued, per lock.
     pub lock_wait_ns: BTreeMap<LockKind, f64>,
+    /// Virtual ns held, per lock (from the grant to the release).
+    pub lock_hold_ns: BTreeMap<LockKind, f64>,
     /// Try-locks and busy checks answered "busy", per lock.
     pub busy: BTreeMap<LockKind, f64>,
     pub groups_scanned: f64,
     /// Calls that found their group the group another CPU allocated in last.
     pub goal_collisions: f64,
     pub line_transfers: f64,
+    /// Virtual ns queued behind other CPUs' writes to a line: the allocator's atomics, and
+    /// the journal's lines every handle writes.
+    pub line_wait_ns: f64,
+    pub journal_line_wait_ns: f64,
     /// Synchronisation points.
     pub points: f64,
 }
@@ -121,6 +132,8 @@ pub struct VcpuPoint {
 struct CpuOut {
     calls: u64,
     collisions: u64,
+    /// The file's extents at the end.
+    extents: Vec<mballoc::Extent>,
 }
 
 /// One CPU's fallocate2 loop until its clock passes the horizon.
@@ -148,7 +161,7 @@ fn cpu_loop(
         s.touch(me, J_STATE_LOCK, Access::Write, None);
         s.touch(me, TRANSACTION, Access::Write, None);
         s.touch(me, J_STATE_LOCK, Access::Write, None);
-        let req = f.request(Pattern::Fallocate2, cfg.chunk, me as u32, vol);
+        let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
         let got = a.allocate(&req)?;
         s.mark(me, Seg::CallEnd);
         let g = u32::try_from(got.extent.start / u64::from(bpg)).unwrap_or(u32::MAX);
@@ -170,7 +183,11 @@ fn cpu_loop(
     }
     drop(installed);
     s.finish(me);
-    Ok(CpuOut { calls, collisions })
+    Ok(CpuOut {
+        calls,
+        collisions,
+        extents: f.extents().to_vec(),
+    })
 }
 
 /// A virtual CPU's thread's result; its panic becomes an error (a virtual deadlock named so).
@@ -188,6 +205,35 @@ pub(crate) fn joined<T>(
 
 /// Runs `cfg` on `n` virtual CPUs.
 pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
+    run_detailed(cfg, n).map(|r| r.point)
+}
+
+/// A point with its end state's placement.
+#[derive(Debug, Clone, Serialize)]
+pub struct VcpuRun {
+    pub point: VcpuPoint,
+    pub placement: Placement,
+}
+
+/// Runs `cfg` on `n` virtual CPUs and measures where the data went.
+pub fn run_with_placement(cfg: &VcpuConfig, n: u32) -> Result<VcpuRun, BenchError> {
+    let r = run_detailed(cfg, n)?;
+    let placement = placement::placement(&r.allocator, &r.geo, &r.files)?;
+    Ok(VcpuRun {
+        point: r.point,
+        placement,
+    })
+}
+
+/// A point and the state it ended in.
+struct Detailed {
+    point: VcpuPoint,
+    allocator: Allocator,
+    geo: mballoc::Geometry,
+    files: Vec<Vec<mballoc::Extent>>,
+}
+
+fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     if n == 0 || n as usize > MAX_VCPUS {
         return Err(BenchError::Peer(format!(
             "--vcpus {n}: between 1 and {MAX_VCPUS}"
@@ -210,10 +256,12 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     });
     let mut calls = 0;
     let mut collisions = 0;
+    let mut files = Vec::with_capacity(outs.len());
     for o in outs {
         let o = o?;
         calls += o.calls;
         collisions += o.collisions;
+        files.push(o.extents);
     }
     let st = s.stats();
     let clocks = s.clocks();
@@ -223,6 +271,8 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
         groups_scanned: per((a.stats().groups_scanned - groups_before) as f64),
         goal_collisions: per(collisions as f64),
         line_transfers: per(st.line_transfers as f64),
+        line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
+        journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
         points: per(st.points as f64),
         ..PerCall::default()
     };
@@ -230,12 +280,13 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     for (&k, l) in &st.locks {
         pc.lock_waits.insert(k, per(l.waits as f64));
         pc.lock_wait_ns.insert(k, per(l.wait_ns as f64));
+        pc.lock_hold_ns.insert(k, per(l.hold_ns as f64));
         pc.busy.insert(k, per(l.busy as f64));
         waited += l.wait_ns;
     }
     let secs = busy_ns as f64 / 1e9 / f64::from(n);
     let ops_per_s = calls as f64 / secs.max(1e-12);
-    Ok(VcpuPoint {
+    let point = VcpuPoint {
         vcpus: n,
         calls,
         ops_per_s_per_cpu: ops_per_s / f64::from(n),
@@ -243,6 +294,12 @@ pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
         per_call: pc,
         waiting_share: waited as f64 / (busy_ns as f64).max(1.0),
         real_s: t0.elapsed().as_secs_f64(),
+    };
+    Ok(Detailed {
+        point,
+        allocator: a,
+        geo: vol.geo,
+        files,
     })
 }
 

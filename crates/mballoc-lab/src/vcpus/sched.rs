@@ -86,6 +86,8 @@ pub struct LockStats {
     pub busy: u64,
     /// Acquisitions by another CPU than the last holder (the data moved).
     pub migrations: u64,
+    /// Virtual ns from grant to release, all holders together.
+    pub hold_ns: u64,
 }
 
 /// What a run counted, all CPUs together.
@@ -96,6 +98,9 @@ pub struct SchedStats {
     pub line_transfers: u64,
     /// Time spent queued behind another CPU's write to a line.
     pub line_wait_ns: u64,
+    /// The part of `line_wait_ns` on the lab's own lines outside the allocator (the
+    /// journal's `j_state_lock` and running transaction).
+    pub outside_line_wait_ns: u64,
     /// Hook calls (every synchronisation point).
     pub points: u64,
     /// Times the running CPU changed.
@@ -112,6 +117,8 @@ enum Status {
 #[derive(Default)]
 struct LockState {
     owner: Option<usize>,
+    /// The owner's clock when it was granted the lock (after any move of its data).
+    since: u64,
     last: Option<usize>,
     waiters: VecDeque<(usize, u64)>,
 }
@@ -306,6 +313,9 @@ impl Sched {
         if cost > 0 {
             st.stats.line_transfers += 1;
             st.stats.line_wait_ns += waited;
+            if seg.is_none() {
+                st.stats.outside_line_wait_ns += waited;
+            }
         }
     }
 
@@ -324,6 +334,10 @@ impl Sched {
             s.migrations += 1;
             st.clock[me] += lines * self.costs.transfer_ns;
             st.stats.line_transfers += lines;
+        }
+        let now = st.clock[me];
+        if let Some(l) = st.locks.get_mut(&lock) {
+            l.since = now;
         }
     }
 
@@ -379,6 +393,9 @@ impl Sched {
             .expect("releasing a lock never taken");
         assert_eq!(l.owner, Some(me), "a CPU releasing a lock it does not hold");
         l.owner = None;
+        let held = now - l.since;
+        st.stats.locks.entry(kind).or_default().hold_ns += held;
+        let l = st.locks.get_mut(&lock).expect("just seen");
         if let Some((w, since)) = l.waiters.pop_front() {
             st.clock[w] = st.clock[w].max(now) + handoff;
             st.status[w] = Status::Runnable;

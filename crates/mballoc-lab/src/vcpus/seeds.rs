@@ -60,11 +60,64 @@ pub const PUBLISHED: [Published; 8] = [
     p("001", "AMD 9654 x2", true, 96, 3209.0, 6101.0),
 ];
 
-/// A seed's switch: its base value (the patched side is linux-6.18 as it is).
-fn base_setting(seed: &str) -> &'static str {
+/// A seed's comparison: the kernel just before its patch against the kernel with it, both
+/// written as linux-6.18 plus settings, so that the two sides differ in the patch's switch
+/// alone.
+///
+/// The order is the kernel's: both seeds are patches of one series ("ext4: better
+/// scalability for ext4 block allocation", merged for 6.17), in which `ext4: add
+/// ext4_try_lock_group() to skip busy groups` (seed 001) is the first patch and `ext4:
+/// utilize multiple global goals to reduce contention` (seed 000) the fifth. So seed 001's
+/// base and patched kernels both had the single stream goal `s_mb_last_group`
+/// (`nr_global_goals=1` on both sides), and seed 000's base already skipped busy groups
+/// (linux-6.18's `try_lock_groups=1`). Not modelled: before the fourth patch (`ext4: remove
+/// unnecessary s_md_lock on update s_mb_last_group`) seed 001's kernels also read and wrote
+/// that goal under the global `s_md_lock`.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedPair {
+    /// Settings both sides carry on top of linux-6.18.
+    pub both: &'static [&'static str],
+    /// The patch's switch turned off: what the base side adds.
+    pub off: &'static str,
+    /// The kernel before the patch as the library's older preset and settings, an
+    /// independent spelling of the base that the switch-off checks compare against.
+    pub before: (Policy, &'static [&'static str]),
+}
+
+/// The pair of seed `seed` ("000" or "001").
+pub fn pair(seed: &str) -> SeedPair {
     match seed {
-        "000" => "nr_global_goals=1",
-        _ => "try_lock_groups=0",
+        "000" => SeedPair {
+            both: &[],
+            off: "nr_global_goals=1",
+            before: (Policy::Linux616, &["try_lock_groups=1"]),
+        },
+        _ => SeedPair {
+            both: &["nr_global_goals=1"],
+            off: "try_lock_groups=0",
+            before: (Policy::Linux616, &[]),
+        },
+    }
+}
+
+impl SeedPair {
+    /// The settings of one side: `both`, then the switch's off value on the base side.
+    pub fn settings(&self, base: bool) -> Vec<String> {
+        let mut v: Vec<String> = self.both.iter().map(|s| s.to_string()).collect();
+        if base {
+            v.push(self.off.to_string());
+        }
+        v
+    }
+
+    /// How a side is labelled on a plot.
+    fn label(&self, base: bool) -> String {
+        let v = self.settings(base);
+        if v.is_empty() {
+            "linux-6.18".into()
+        } else {
+            format!("linux-6.18 {}", v.join(" "))
+        }
     }
 }
 
@@ -83,13 +136,13 @@ pub struct Row {
     pub within_25pct: bool,
 }
 
-/// Per-CPU rates of fallocate2 points, each configuration run once: the patched side
-/// (linux-6.18 as it is) is shared by both seeds.
+/// Per-CPU rates of fallocate2 points, each configuration run once: seed 001's patched side
+/// is seed 000's base (linux-6.18 with one stream goal).
 pub struct Points {
     /// Virtual time each CPU runs, ns.
     horizon_ns: u64,
-    /// (variant, scan, extra setting) -> cpus -> ops/s per CPU.
-    done: BTreeMap<(String, bool, &'static str), BTreeMap<u32, f64>>,
+    /// (variant, scan, side's settings) -> cpus -> ops/s per CPU.
+    done: BTreeMap<(String, bool, Vec<String>), BTreeMap<u32, f64>>,
 }
 
 impl Points {
@@ -102,22 +155,20 @@ impl Points {
     }
 
     /// Per-CPU ops/s of linux-6.18 with `mb_optimize_scan`, the variant's settings and
-    /// `extra` (a seed's base switch, or `""`) on `n` virtual CPUs.
+    /// `side` (one side of a seed's pair) on `n` virtual CPUs.
     fn rate(
         &mut self,
         variant: &str,
         scan: bool,
-        extra: &'static str,
+        side: Vec<String>,
         n: u32,
     ) -> Result<f64, BenchError> {
-        let key = (variant.to_string(), scan, extra);
-        if let Some(&r) = self.done.get(&key).and_then(|m| m.get(&n)) {
-            return Ok(r);
-        }
         let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
         settings.extend(variant.split_whitespace().map(String::from));
-        if !extra.is_empty() {
-            settings.push(extra.to_string());
+        settings.extend(side.iter().cloned());
+        let key = (variant.to_string(), scan, side);
+        if let Some(&r) = self.done.get(&key).and_then(|m| m.get(&n)) {
+            return Ok(r);
         }
         let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
         cfg.horizon_ns = self.horizon_ns;
@@ -128,9 +179,9 @@ impl Points {
 
     /// One published figure and ours, base against patched at its CPU count.
     pub fn row(&mut self, pb: Published, variant: &str) -> Result<Row, BenchError> {
-        let extra = base_setting(pb.seed);
-        let base = self.rate(variant, pb.optimize_scan, extra, pb.cpus)?;
-        let patched = self.rate(variant, pb.optimize_scan, "", pb.cpus)?;
+        let pair = pair(pb.seed);
+        let base = self.rate(variant, pb.optimize_scan, pair.settings(true), pb.cpus)?;
+        let patched = self.rate(variant, pb.optimize_scan, pair.settings(false), pb.cpus)?;
         Ok(Row::judge(pb, variant, base, patched))
     }
 }
@@ -166,7 +217,7 @@ pub fn run(
         Points::new(VcpuConfig::fallocate2(Policy::Linux618, &[], Machine::Server).horizon_ns);
     for &variant in variants {
         for pb in PUBLISHED {
-            let extra = base_setting(pb.seed);
+            let pair = pair(pb.seed);
             let mut ns: Vec<u32> = cpus.to_vec();
             ns.push(pb.cpus);
             ns.sort_unstable();
@@ -174,11 +225,15 @@ pub fn run(
             let mut base_curve = Vec::new();
             let mut patched_curve = Vec::new();
             for &n in &ns {
+                let scan = pb.optimize_scan;
                 base_curve.push((
                     f64::from(n),
-                    points.rate(variant, pb.optimize_scan, extra, n)?,
+                    points.rate(variant, scan, pair.settings(true), n)?,
                 ));
-                patched_curve.push((f64::from(n), points.rate(variant, pb.optimize_scan, "", n)?));
+                patched_curve.push((
+                    f64::from(n),
+                    points.rate(variant, scan, pair.settings(false), n)?,
+                ));
             }
             rows.push(points.row(pb, variant)?);
             if let Some(dir) = svg_dir {
@@ -191,11 +246,11 @@ pub fn run(
                 );
                 let series = [
                     Series {
-                        label: format!("base ({extra})"),
+                        label: format!("base ({})", pair.label(true)),
                         points: base_curve,
                     },
                     Series {
-                        label: "patched (linux-6.18)".into(),
+                        label: format!("patched ({})", pair.label(false)),
                         points: patched_curve,
                     },
                     Series {
@@ -263,4 +318,60 @@ pub fn render(rows: &[Row]) -> String {
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    //! The switch-off checks: each seed's patched side with its switch turned off is its base,
+    //! byte for byte, and the same as the kernel before the patch spelt independently (the
+    //! older preset); with the switch on the run differs.
+
+    use super::*;
+
+    /// One point's JSON (everything but the host time): 8 CPUs, 300 µs of virtual time each.
+    fn point(policy: Policy, settings: Vec<String>, scan: bool) -> String {
+        let mut all = vec![format!("mb_optimize_scan={}", u8::from(scan))];
+        all.extend(settings);
+        let mut cfg = VcpuConfig::fallocate2(policy, &all, Machine::Server);
+        cfg.horizon_ns = 300_000;
+        serde_json::to_string(&run_point(&cfg, 8).expect("runs")).expect("serialises")
+    }
+
+    fn check(seed: &str) {
+        let pair = pair(seed);
+        for scan in [false, true] {
+            let on = point(Policy::Linux618, pair.settings(false), scan);
+            let off = point(Policy::Linux618, pair.settings(true), scan);
+            let (p, s) = pair.before;
+            let before = point(p, s.iter().map(|x| x.to_string()).collect(), scan);
+            assert_eq!(
+                off, before,
+                "seed {seed}, scan {scan}: switch off is not the base"
+            );
+            assert_ne!(
+                on, off,
+                "seed {seed}, scan {scan}: the switch changes nothing"
+            );
+        }
+    }
+
+    #[test]
+    fn seed_000_without_its_goals_is_its_base() {
+        check("000");
+    }
+
+    #[test]
+    fn seed_001_without_its_try_lock_is_its_base() {
+        check("001");
+    }
+
+    #[test]
+    fn the_two_sides_differ_in_one_setting() {
+        for seed in ["000", "001"] {
+            let pair = pair(seed);
+            let (base, patched) = (pair.settings(true), pair.settings(false));
+            assert_eq!(base.len(), patched.len() + 1, "{seed}");
+            assert_eq!(&base[..patched.len()], &patched[..], "{seed}");
+        }
+    }
 }

@@ -92,6 +92,14 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "fsperf tests: 0: every fdatasync commits at once, releasing every free (default 1: jbd2 commits on the simulated clock, a free allocatable when its commit ends; one thread only)",
     ),
     (
+        "falloc_start",
+        "fsperf tests: 1: each fallocate job makes its first call when real runs of the test made it (kernel-frag/timelines/, at the reference pace) instead of at time 0 (default 0)",
+    ),
+    (
+        "ino_reuse",
+        "1: a file created after an unlink gets the unlinked file's inode number, as ext4 gives the lowest free one (default 0: every create takes a new number)",
+    ),
+    (
         "journal",
         "0: a filesystem without a journal (mkfs -O ^has_journal): freed blocks are reusable at once, commits release nothing (default 1, or the image's has_journal)",
     ),

@@ -24,6 +24,12 @@ pub struct LabSettings {
     pub cluster_bits: u32,
     /// fsperf tests: jbd2 commits on the simulated clock (on unless `commit_clock=0`).
     pub commit_clock: bool,
+    /// fsperf tests: each fallocate job starts at its first call measured in real runs
+    /// (`falloc_start=1`) instead of at time 0 (default).
+    pub falloc_start: bool,
+    /// An unlinked file's inode number goes to the next create, as in ext4 (`ino_reuse=1`);
+    /// by default every create takes a new number.
+    pub ino_reuse: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
     /// image's `has_journal`, or a journal.
     pub journal: Option<bool>,
@@ -49,6 +55,8 @@ impl Default for LabSettings {
             extent_tree: true,
             cluster_bits: 0,
             commit_clock: true,
+            falloc_start: false,
+            ino_reuse: false,
             journal: None,
             page_size: None,
             tunables: Vec::new(),
@@ -141,6 +149,8 @@ impl LabSettings {
                 "extent_tree" => s.extent_tree = switch(name, v)?,
                 "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
                 "commit_clock" => s.commit_clock = switch(name, v)?,
+                "falloc_start" => s.falloc_start = switch(name, v)?,
+                "ino_reuse" => s.ino_reuse = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {
                     s.page_size = Some(

@@ -159,6 +159,7 @@ pub fn build(cfg: &RunConfig, spec: &FsSpec, progress: &dyn Progress) -> Result<
     let alloc = allocator(cfg, &lab, geo, cpus, Box::new(dev), lazy, true)?;
     let mut fs = Fs::new(Arc::new(alloc), layout.inodes_per_group, lab.commit_ops)?;
     fs.set_extent_tree_blocks(lab.extent_tree);
+    fs.set_reuse_inos(lab.ino_reuse);
     let mut env = Env {
         meta_used,
         cfg: cfg.clone(),
@@ -237,6 +238,7 @@ fn from_image(cfg: &RunConfig, lab: LabSettings, run: &ImageRun) -> Result<Env, 
     let alloc = allocator(cfg, &lab, geo, cpus, Box::new(source), lazy, journal)?;
     let mut fs = Fs::new(Arc::new(alloc), start.inodes_per_group, lab.commit_ops)?;
     fs.set_extent_tree_blocks(lab.extent_tree);
+    fs.set_reuse_inos(lab.ino_reuse);
     let files = start
         .files
         .iter()

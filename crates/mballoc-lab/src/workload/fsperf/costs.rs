@@ -30,6 +30,31 @@ const FALLOC_LATENCY: &str =
 const IN_TEST: &str = include_str!("../../../../../kernel-frag/service-times/in-test.json");
 pub(crate) const REFERENCE: &str = include_str!("../../../../../kernel-frag/reference.json");
 
+/// The light traces of real runs (`kernel-frag/timelines/<test>.json`): when each fallocate
+/// job made its first call.
+const TIMELINES: &[(&str, &str)] = &[
+    (
+        "bufferedappendvsfallocate",
+        include_str!("../../../../../kernel-frag/timelines/bufferedappendvsfallocate.json"),
+    ),
+    (
+        "mixedlifetimes",
+        include_str!("../../../../../kernel-frag/timelines/mixedlifetimes.json"),
+    ),
+    (
+        "foursizes",
+        include_str!("../../../../../kernel-frag/timelines/foursizes.json"),
+    ),
+    (
+        "funnysizeshigh",
+        include_str!("../../../../../kernel-frag/timelines/funnysizeshigh.json"),
+    ),
+    (
+        "funnysizeslow",
+        include_str!("../../../../../kernel-frag/timelines/funnysizeslow.json"),
+    ),
+];
+
 /// A jbd2 commit's duration per fdatasync latency. Set so that the lab's mean fdatasync
 /// latency (`sim_fdatasync_mean_us`) matches fio's measured mean (seed 1, 8 GiB, scale 0.5):
 /// 0.50 gives 0.87–0.98 of it over the five appender tests, 0.55 gives 0.97–1.08, 0.60 gives
@@ -59,6 +84,9 @@ pub struct Costs {
     in_test: BTreeMap<String, (u64, f64)>,
     /// write and fdatasync latency of an append (`None`: the test has no appenders).
     append: Option<(Latency, Latency)>,
+    /// When each fallocate job of this test makes its first call, measured in real runs
+    /// (scale 0.5): call size → µs after the start.
+    first_call: BTreeMap<u64, f64>,
 }
 
 /// A latency distribution: `(cumulative fraction, µs)` points, sorted; sampled by linear
@@ -138,6 +166,42 @@ fn in_test_us(job: &serde_json::Value, pace: Option<&[f64]>) -> Option<f64> {
     }
 }
 
+/// When the fallocate jobs of a traced test made their first call, by call size, µs after the
+/// appenders' first fdatasync: each run's time carried to the reference runs' pace (the
+/// reference appenders' runtime over that run's, as [`in_test_us`] does for latencies; as
+/// measured without a reference runtime), then the median over the runs. The first call comes
+/// later the larger the call (fio sets up a job's `bs`-sized I/O buffer before its first I/O):
+/// real foursizes' 1 GiB job starts seconds after the others. A call size shared by several
+/// jobs gives them all its first call.
+fn first_calls(timeline: &serde_json::Value, reference_ms: Option<f64>) -> BTreeMap<u64, f64> {
+    let runs = timeline["runs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let mut per_bs: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for run in runs {
+        let pace = reference_ms
+            .zip(run["appender_runtime_ms"][0].as_f64())
+            .filter(|&(r, m)| r > 0.0 && m > 0.0)
+            .map_or(1.0, |(r, m)| r / m);
+        let Some(jobs) = run["falloc_by_call_bytes"].as_object() else {
+            continue;
+        };
+        for (bs, job) in jobs {
+            if let (Ok(bs), Some(s)) = (bs.parse::<u64>(), job["first_s"].as_f64()) {
+                per_bs.entry(bs).or_default().push(s.max(0.0) * 1e6 * pace);
+            }
+        }
+    }
+    per_bs
+        .into_iter()
+        .map(|(bs, mut us)| {
+            us.sort_by(f64::total_cmp);
+            (bs, median_sorted(&us))
+        })
+        .collect()
+}
+
 fn median_sorted(v: &[f64]) -> f64 {
     let n = v.len();
     if n % 2 == 1 {
@@ -187,10 +251,18 @@ impl Costs {
                 Some((j.name.clone(), (j.bs, us)))
             })
             .collect();
+        let first_call = match TIMELINES.iter().find(|t| t.0 == test) {
+            Some((_, text)) => first_calls(
+                &serde_json::from_str(text).map_err(|e| parse_err("timelines", e))?,
+                med["append_runtime_ms"].as_f64(),
+            ),
+            None => BTreeMap::new(),
+        };
         Ok(Costs {
             falloc,
             in_test,
             append,
+            first_call,
         })
     }
 
@@ -201,6 +273,7 @@ impl Costs {
             falloc: falloc.to_vec(),
             in_test: BTreeMap::new(),
             append: append_us.map(|(w, s)| (Latency::fixed(w), Latency::fixed(s))),
+            first_call: BTreeMap::new(),
         }
     }
 
@@ -228,6 +301,13 @@ impl Costs {
             Some(&(b, us)) if b == bs => us.round() as u64,
             _ => self.falloc_us(bs),
         }
+    }
+
+    /// When a fallocate job whose calls are `bs` bytes makes its first call, µs after the
+    /// start: as measured in real runs of this test when they had that call size, else 0
+    /// (every job starting at once).
+    pub fn falloc_start_us(&self, bs: u64) -> u64 {
+        self.first_call.get(&bs).map_or(0, |us| us.round() as u64)
     }
 
     /// A loop boundary of a job whose calls are `bs` bytes, µs.
@@ -269,6 +349,7 @@ impl Costs {
         serde_json::json!({
             "falloc_lat_us_by_bs": self.falloc.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
             "falloc_lat_us_in_test": self.in_test,
+            "falloc_first_call_us_by_bs": self.first_call,
             "loop_overhead_us_by_bs": self.falloc.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(),
             "append_write_us_by_fraction": self.append.as_ref().map(|a| &a.0.points),
             "append_fdatasync_us_by_fraction": self.append.as_ref().map(|a| &a.1.points),
@@ -276,6 +357,7 @@ impl Costs {
                 "kernel-frag/service-times/falloc-latency.json",
                 "kernel-frag/service-times/in-test.json",
                 "kernel-frag/reference.json",
+                "kernel-frag/timelines/",
             ],
         })
     }
@@ -291,6 +373,7 @@ mod tests {
             falloc: vec![(1 << 20, 10.0, 100.0), (3 << 20, 30.0, 300.0)],
             in_test: BTreeMap::new(),
             append: None,
+            first_call: BTreeMap::new(),
         };
         assert_eq!(c.falloc_us(1 << 20), 10);
         assert_eq!(c.falloc_us(2 << 20), 20);
@@ -335,6 +418,29 @@ mod tests {
         let c = Costs::measured("funnysizeslow").unwrap();
         let large = c.falloc_job_us("large", 127 << 20);
         assert!((7000..8500).contains(&large), "{large}");
+    }
+
+    /// Each run's first call is carried to the reference pace, then the median is taken per
+    /// call size; foursizes' stored runs put its 1 GiB job seconds after the others.
+    #[test]
+    fn first_calls_follow_the_appenders_pace() {
+        let run = |ms: f64, first_s: f64| {
+            serde_json::json!({"appender_runtime_ms": [ms],
+                "falloc_by_call_bytes": {"1024": {"first_s": first_s}}})
+        };
+        let timeline = serde_json::json!({"runs": [run(2000.0, 4.0), run(1000.0, 1.0),
+            run(4000.0, 2.0)]});
+        let at_pace = first_calls(&timeline, Some(1000.0));
+        assert_eq!(at_pace.get(&1024), Some(&1e6));
+        assert_eq!(first_calls(&timeline, None).get(&1024), Some(&2e6));
+        let c = Costs::measured("foursizes").unwrap();
+        let (huge, medium) = (c.falloc_start_us(1 << 30), c.falloc_start_us(8 << 20));
+        assert!(huge > 1_000_000 && medium < 100_000, "{huge} {medium}");
+        assert_eq!(c.falloc_start_us(12345), 0);
+        assert!(Costs::measured("correlatedlifetimes")
+            .unwrap()
+            .first_call
+            .is_empty());
     }
 
     #[test]

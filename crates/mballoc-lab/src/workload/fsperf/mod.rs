@@ -329,16 +329,24 @@ impl FioJob {
         test: &str,
         rng: Rng,
         journal: Arc<Mutex<CommitClock>>,
+        measured_start: bool,
     ) -> Result<FioJob, LabError> {
-        let io = match spec.engine {
-            Engine::Falloc => Latency::fixed(costs.falloc_job_us(&spec.name, spec.bs)),
-            Engine::Sync => costs.append(test)?.0,
+        let (io, start) = match spec.engine {
+            Engine::Falloc => (
+                Latency::fixed(costs.falloc_job_us(&spec.name, spec.bs)),
+                if measured_start {
+                    costs.falloc_start_us(spec.bs)
+                } else {
+                    0
+                },
+            ),
+            Engine::Sync => (costs.append(test)?.0, 0),
         };
         Ok(FioJob {
             loop_us: costs.loop_us(spec.bs),
             spec,
             cpu,
-            clock: 0,
+            clock: start,
             io,
             journal,
             rng,
@@ -514,6 +522,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
                 &cfg.workload,
                 rng,
                 Arc::clone(&journal),
+                env.lab.falloc_start,
             )?);
         }
     }

@@ -71,7 +71,7 @@ fn job(text: &str) -> FioJob {
         Latency::fixed(100),
         Rng::new(2),
     )));
-    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal).unwrap()
+    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal, false).unwrap()
 }
 
 /// Runs one job to its end; returns the files it kept and the used blocks after a commit.
@@ -241,27 +241,29 @@ fn commits_release_frees_at_their_end_on_the_clock() {
     assert!(!jj.counts_ops());
 }
 
+/// `test` at scale 0.5 on 8 GiB, linux-6.18, seed 1, at most `ops` I/Os per job.
+fn half_scale(test: &str, ops: u64, extra: &[&str]) -> crate::workload::RunResult {
+    let mut settings = vec!["scale=0.5".to_string(), format!("ops={ops}")];
+    settings.extend(extra.iter().map(|s| s.to_string()));
+    let cfg = crate::workload::RunConfig {
+        workload: test.into(),
+        policy: mballoc::Policy::Linux618,
+        settings,
+        threads: 1,
+        fs_size: 8 << 30,
+        seed: 1,
+        quick: false,
+        load_cost_ns: 0,
+        image: None,
+    };
+    crate::workload::run(&cfg, &crate::workload::NoProgress).unwrap()
+}
+
 /// `commit_clock=0` goes back to a commit at every fdatasync that wrote back data; by default
 /// the 32 appenders share commits (group commit), far fewer than their fdatasyncs.
 #[test]
 fn the_commit_clock_setting_switches_group_commit() {
-    let commits = |extra: &[&str]| {
-        let mut settings = vec!["scale=0.5".to_string(), "ops=20".to_string()];
-        settings.extend(extra.iter().map(|s| s.to_string()));
-        let cfg = crate::workload::RunConfig {
-            workload: "funnysizeslow".into(),
-            policy: mballoc::Policy::Linux618,
-            settings,
-            threads: 1,
-            fs_size: 8 << 30,
-            seed: 1,
-            quick: false,
-            load_cost_ns: 0,
-            image: None,
-        };
-        let r = crate::workload::run(&cfg, &crate::workload::NoProgress).unwrap();
-        r.scalars["commits"]
-    };
+    let commits = |extra: &[&str]| half_scale("funnysizeslow", 20, extra).scalars["commits"];
     // 32 appenders × 19 fdatasyncs (none after a loop's last write), then the syncfs's.
     let each = commits(&["commit_clock=0"]);
     assert!(each >= (32 * 19) as f64, "{each}");
@@ -271,4 +273,14 @@ fn the_commit_clock_setting_switches_group_commit() {
         "{clocked} of {each}"
     );
     assert!(crate::workload::settings::LabSettings::parse(&["commit_clock=2".into()]).is_err());
+}
+
+/// `falloc_start=1` holds foursizes' 1 GiB job back to its measured first call: the run ends
+/// later on the simulated clock than with every job starting at once.
+#[test]
+fn measured_first_calls_delay_the_large_fallocate_jobs() {
+    let elapsed = |extra: &[&str]| half_scale("foursizes", 4, extra).scalars["sim_elapsed_s"];
+    let (at_once, measured) = (elapsed(&[]), elapsed(&["falloc_start=1"]));
+    assert!(measured > at_once + 1.0, "{measured} vs {at_once}");
+    assert!(crate::workload::settings::LabSettings::parse(&["falloc_start=2".into()]).is_err());
 }

@@ -1,0 +1,90 @@
+//! `proposed`'s goal on the six fsperf tests (8 GiB, scale 0.5, one thread), against the real
+//! Linux 6.18 runs stored in `kernel-frag/reference.json`, over seeds 1–9 (as many as the real
+//! ext4 runs, as in `fsperf_reference.rs`):
+//!
+//! * on **every seed**, at most as many fragmented groups as real btrfs leaves (the median of
+//!   its runs; 0 on bufferedappendvsfallocate, where all three btrfs runs leave none), and at
+//!   most real ext4's extents per file: the design promises each growing file a group of its
+//!   own, run by run, so a single seed that breaks it is a miss;
+//! * the **median** of the nine seeds' frag_pct_mean at most the lower of real ext4's and real
+//!   btrfs's medians: once fragmented groups are one to three, their mean swings between 0
+//!   and 50 % with the seed, and the real side is a median too.
+//!
+//! The same check run with a broken class rule (`size_class_stream_groups=0`: a file's new run
+//! joins its class's groups instead of opening an empty one) must fail.
+
+mod fsperf_support;
+
+use fsperf_support::{lab, median, reference, SEEDS, TESTS};
+use mballoc::Policy;
+use mballoc_lab::workload::RunResult;
+use serde_json::Value;
+
+fn proposed(test: &str, seed: u64, extra: &[&str]) -> RunResult {
+    lab(test, Policy::Proposed, seed, extra)
+}
+
+/// The goal's misses for one test's runs (one per seed), each naming the figures.
+fn misses(test: &str, runs: &[RunResult], reference: &Value) -> Vec<String> {
+    let real = |fs: &str, key: &str| {
+        reference["tests"][test][fs]["median"][key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{test} {fs} {key}"))
+    };
+    let btrfs_groups = real("btrfs", "fragmented_bg_count");
+    let ext4_extents = real("ext4", "extents_per_file");
+    let frag_bound = real("ext4", "frag_pct_mean").min(real("btrfs", "frag_pct_mean"));
+    let mut out = Vec::new();
+    for r in runs {
+        let (groups, extents) = (
+            r.scalars["fragmented_bg_count"],
+            r.scalars["extents_per_file"],
+        );
+        if groups > btrfs_groups {
+            out.push(format!(
+                "{test} seed {}: {groups} fragmented groups, real btrfs {btrfs_groups}",
+                r.seed
+            ));
+        }
+        if extents > ext4_extents {
+            out.push(format!(
+                "{test} seed {}: {extents:.2} extents per file, real ext4 {ext4_extents:.2}",
+                r.seed
+            ));
+        }
+    }
+    let frag = median(runs.iter().map(|r| r.scalars["frag_pct_mean"]));
+    if frag > frag_bound {
+        out.push(format!(
+            "{test}: median frag_pct_mean {frag:.2} above {frag_bound:.2}"
+        ));
+    }
+    out
+}
+
+#[test]
+fn proposed_meets_the_goal_on_every_seed() {
+    let reference = reference();
+    let mut all = Vec::new();
+    for test in TESTS {
+        let runs: Vec<RunResult> = SEEDS.map(|s| proposed(test, s, &[])).collect();
+        all.extend(misses(test, &runs, &reference));
+    }
+    assert!(all.is_empty(), "{}", all.join("\n"));
+}
+
+/// bufferedappendvsfallocate, where real btrfs leaves no fragmented group: with new runs packed
+/// into their class's groups the check must report misses.
+#[test]
+fn the_goal_check_fails_with_a_broken_class_rule() {
+    let reference = reference();
+    let test = TESTS[0];
+    let broken: Vec<RunResult> = SEEDS
+        .map(|s| proposed(test, s, &["size_class_stream_groups=0"]))
+        .collect();
+    let found = misses(test, &broken, &reference);
+    assert!(
+        found.iter().any(|m| m.contains("fragmented groups")),
+        "{found:?}"
+    );
+}
