@@ -91,6 +91,11 @@ struct BenchArgs {
     /// With --seeds: write one SVG curve per published figure into this folder.
     #[arg(long, value_name = "DIR")]
     svg: Option<std::path::PathBuf>,
+    /// With --vcpus: only seed 003's fallocate3 curves on these of its filesystems
+    /// (802g-68, 842g-31, 15t-6, 133g-{25,50,75}-{amd,kunpeng}, or `all`); --seeds runs
+    /// them all after seeds 000 and 001.
+    #[arg(long, value_delimiter = ',', value_name = "FS,...")]
+    seed003: Vec<String>,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
@@ -102,6 +107,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             settings: a.set,
             calibrate: a.calibrate,
             seeds: a.seeds,
+            seed003: a.seed003,
             svg: a.svg,
             json: a.json,
         });

@@ -165,6 +165,13 @@ impl Volume {
         })
     }
 
+    /// The layout's metadata in use, as absolute `(start, len)` ranges (the seed 003
+    /// filesystems of the `vcpus` build add their fill to it).
+    #[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
+    pub(crate) fn used(&self) -> &[(u64, u64)] {
+        &self.used
+    }
+
     /// A freshly mounted allocator over this volume under `p` with `settings` on top, for
     /// `cpus` CPUs.
     pub(crate) fn allocator(

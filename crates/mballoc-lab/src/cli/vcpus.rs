@@ -21,6 +21,8 @@ pub struct VcpuArgs {
     pub settings: Vec<String>,
     pub calibrate: bool,
     pub seeds: bool,
+    /// Seed 003's filesystems to run alone (`all` = every one).
+    pub seed003: Vec<String>,
     pub svg: Option<std::path::PathBuf>,
     pub json: bool,
 }
@@ -58,10 +60,13 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         }
         return super::emit::out(&t);
     }
+    if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
+        std::fs::create_dir_all(d).map_err(other)?;
+    }
+    if !a.seed003.is_empty() {
+        return seed003(&a.seed003, &a.vcpus, a.svg.as_deref(), a.json);
+    }
     if a.seeds {
-        if let Some(d) = &a.svg {
-            std::fs::create_dir_all(d).map_err(other)?;
-        }
         let rows = mballoc_lab::vcpus::seeds::run(
             &["", "prefetch_test_before_set=1"],
             &a.vcpus,
@@ -71,7 +76,8 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         if a.json {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
-        return super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows));
+        super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
+        return seed003(&["all".into()], &a.vcpus, a.svg.as_deref(), false);
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]
@@ -88,6 +94,45 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return super::emit::outln(&text);
     }
     super::emit::out(&render(&curves))
+}
+
+/// Seed 003's fallocate3 curves on the filesystems `ids` (`all`: every one), at `vcpus`
+/// (judged where they are published task counts), one SVG each into `svg`.
+#[cfg(feature = "vcpus")]
+fn seed003(
+    ids: &[String],
+    vcpus: &[u32],
+    svg: Option<&std::path::Path>,
+    json: bool,
+) -> Result<(), CliError> {
+    use mballoc_lab::vcpus::fallocate3::{self as f3, Config, FILESYSTEMS};
+    let all = ids.iter().any(|i| i == "all");
+    let chosen: Vec<f3::Fs> = if all {
+        FILESYSTEMS.to_vec()
+    } else {
+        ids.iter()
+            .map(|i| f3::filesystem(i.trim()))
+            .collect::<Result<_, _>>()
+            .map_err(other)?
+    };
+    let mut ns: Vec<u32> = vcpus.to_vec();
+    ns.sort_unstable();
+    ns.dedup();
+    let mut curves = Vec::new();
+    for fs in chosen {
+        let c = f3::run_curve(fs, &ns, &Config::new(fs, false)).map_err(other)?;
+        if let Some(dir) = svg {
+            f3::plot(&c, &dir.join(format!("seed003-{}.svg", fs.id))).map_err(other)?;
+        }
+        if !json {
+            super::emit::out(&f3::render(std::slice::from_ref(&c)))?;
+        }
+        curves.push(c);
+    }
+    if json {
+        return super::emit::outln(&serde_json::to_string(&curves).map_err(other)?);
+    }
+    Ok(())
 }
 
 /// One table per curve: the prediction, then what explains it, per call.

@@ -17,6 +17,8 @@
 //! except `real_s`, the host time it took.
 
 pub mod cost;
+pub mod fallocate3;
+pub mod io;
 pub mod placement;
 pub mod sched;
 pub mod seeds;
@@ -193,6 +195,19 @@ fn cpu_loop(
     })
 }
 
+/// A virtual CPU's thread's result; its panic becomes an error (a virtual deadlock named so).
+pub(crate) fn joined<T>(
+    h: std::thread::ScopedJoinHandle<'_, Result<T, BenchError>>,
+) -> Result<T, BenchError> {
+    h.join().unwrap_or_else(|p| {
+        Err(BenchError::Peer(if p.is::<Deadlock>() {
+            "virtual CPUs deadlocked".into()
+        } else {
+            "a virtual CPU's thread panicked".into()
+        }))
+    })
+}
+
 /// Runs `cfg` on `n` virtual CPUs.
 pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     run_detailed(cfg, n).map(|r| r.point)
@@ -242,17 +257,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
                 sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg))
             })
             .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|p| {
-                    Err(BenchError::Peer(if p.is::<Deadlock>() {
-                        "virtual CPUs deadlocked".into()
-                    } else {
-                        "a virtual CPU's thread panicked".into()
-                    }))
-                })
-            })
-            .collect()
+        hs.into_iter().map(joined).collect()
     });
     let mut calls = 0;
     let mut collisions = 0;
@@ -439,3 +444,5 @@ pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests003;

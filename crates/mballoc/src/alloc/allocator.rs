@@ -514,6 +514,9 @@ impl Allocator {
         }
         // ext4_wait_block_bitmap: a prefetched buffer is used as is (waiting if its read is
         // still in flight); otherwise this thread reads it now, synchronously.
+        // Under a virtual-CPU hook: wait, in virtual time, for the read in flight or a new
+        // one (a second loader of the group waits for the first's read, behind the lock).
+        self.readahead.wait_device(grp.no);
         let read = match self.readahead.take(grp.no) {
             Taken::Ready(r, waited) => {
                 if waited {

@@ -92,11 +92,36 @@ impl ReadAhead {
             }
             r.in_flight.insert(group);
         }
+        // Under a virtual-CPU hook the device time is the simulator's: queued here, waited
+        // for by the loader that takes the bitmap (`wait_device`).
+        crate::sync::io(
+            self.device(),
+            u64::from(group),
+            || self.source.read_ns(group),
+            false,
+        );
         match &self.queue {
             Some(q) if q.lock().send(group).is_ok() => {}
             _ => finish(&self.shared, group, self.source.read_bitmap(group)),
         }
         true
+    }
+
+    /// The source's address: the device a virtual-CPU hook queues this allocator's reads on.
+    fn device(&self) -> usize {
+        Arc::as_ptr(&self.source) as *const () as usize
+    }
+
+    /// `ext4_wait_block_bitmap` in virtual time: the loader of `group` waits for the read in
+    /// flight, or for its own new one. Nothing without a virtual-CPU hook (the source's
+    /// `read_bitmap` then waits in real time itself).
+    pub(crate) fn wait_device(&self, group: u32) {
+        crate::sync::io(
+            self.device(),
+            u64::from(group),
+            || self.source.read_ns(group),
+            true,
+        );
     }
 
     /// The result of a submitted read of `group`, waiting for it if still in flight.

@@ -124,6 +124,35 @@ impl Condvar {
     }
 }
 
+/// A device read of `block` on `dev`, costing `ns()` of device time, reported to the
+/// thread's virtual-CPU hook: submitted without waiting (`wait` false, prefetch), or needed
+/// now (`wait` true: the hook sleeps this CPU, in virtual time, until the read in flight or a
+/// new one ends). True when a hook took it; false (no hook, or no `vcpu-hooks` feature: then
+/// this is nothing at all) means the caller's source charges its own time.
+#[inline(always)]
+pub(crate) fn io(dev: usize, block: u64, ns: impl FnOnce() -> u64, wait: bool) -> bool {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    return vcpu::with(|h| match wait {
+        true => h.io_wait(dev, block, ns()),
+        false => h.io_submit(dev, block, ns()),
+    })
+    .is_some();
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    {
+        let _ = (dev, block, ns, wait);
+        false
+    }
+}
+
+/// Whether the calling thread runs under a virtual-CPU hook (never without `vcpu-hooks`).
+#[inline(always)]
+pub(crate) fn virtual_time() -> bool {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    return vcpu::installed();
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    false
+}
+
 /// Starts a background thread (the prefetch readers): an OS thread, or a shuttle thread that
 /// the model check schedules with the rest.
 pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle {

@@ -53,6 +53,19 @@ pub trait Hook {
     fn folio_ref(&self, pnum: u64) {
         self.atomic(folio_line(pnum), Access::Write);
     }
+    /// A device read of block `block` of device `dev`, `ns` long, is submitted and the CPU
+    /// goes on (`ext4_read_block_bitmap_nowait` from prefetch). A read of the same block
+    /// already submitted is not issued again. Default: nothing (a hook without a device).
+    fn io_submit(&self, dev: usize, block: u64, ns: u64) {
+        let _ = (dev, block, ns);
+    }
+    /// This CPU needs block `block` of device `dev` (`ext4_wait_block_bitmap`): if a read of
+    /// it was submitted, it waits for that read to finish (the buffer lock: a second reader
+    /// never issues its own read); if none was, it submits one of `ns` and waits for it.
+    /// A read finished before costs nothing (the buffer is up to date). Default: nothing.
+    fn io_wait(&self, dev: usize, block: u64, ns: u64) {
+        let _ = (dev, block, ns);
+    }
 }
 
 /// Where [`Hook::folio_ref`] reports page `pnum`'s reference count: an address above every

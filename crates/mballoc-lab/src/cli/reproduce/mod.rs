@@ -8,6 +8,7 @@ pub mod pairs;
 pub mod seeds;
 pub mod summary;
 pub mod vcpu;
+pub mod vcpu003;
 pub mod verdict;
 
 use std::path::Path;
@@ -52,6 +53,8 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     for e in chosen {
         let mut rep = run_experiment(e, a.quick, &bar);
         simulator.attach(&mut rep);
+        #[cfg(feature = "vcpus")]
+        vcpu003::attach(&mut rep, a.quick);
         if !a.output.json {
             outln(&rep.render())?;
         }

@@ -1,0 +1,625 @@
+//! Seed 003's thread curves on virtual CPUs: will-it-scale's fallocate3 (open-s4c fork) on
+//! seed 003's filesystems, base (`prefetch_test_before_set=0`, linux-6.18's walk) against
+//! patched (`=1`), 1 to 128 virtual CPUs, beside the published tables.
+//!
+//! The loop of one task (`tests/fallocate3.c`): `open(O_TRUNC)` of its own file (freeing the
+//! last round's blocks), one `fallocate(FALLOC_FL_KEEP_SIZE)` of 73,819,750 bytes (18,023
+//! blocks: the allocator is called until all are placed, each call aimed after the last
+//! extent), `close`. Freed blocks are committed at each truncate, as the fallocate2 model does.
+//!
+//! The filesystem: a fresh mkfs layout of the published size, each group filled to the
+//! published use with 2-16 holes of random sizes at random places (`workload::prefill`,
+//! `Holes::Random`, seed 1: the lab's stated pattern for aged filesystems, not tuned to these
+//! figures), mounted cold: no bitmap in memory (`lazy`), every group read from the device
+//! when first needed (`super::io`: a read of the device class's service time, on a queue of
+//! its depth), prefetch reads submitted without waiting. One task first runs alone on the
+//! cold mount (`Config::mount_ops`: the reads of a first use, reported as the time to the
+//! first operation); then the N tasks run, each counting its operations after a warm-up one,
+//! as will-it-scale drops its first samples. So the rates are those of a filesystem whose
+//! bitmaps the walks need are in memory, as on the seed's "existing" filesystems; groups no
+//! walk reached before are read when first needed, in the rates.
+//!
+//! The rest of an operation (system calls, extent tree, journal handles, `open`, `close`)
+//! costs three times the fallocate2 call's time outside the allocator (`Costs::outside_ns`,
+//! measured on this machine): fallocate3 makes three system calls that each start a journal
+//! handle or walk the extent tree (the truncate in `open`, the fallocate, the inode update
+//! at `close`), each taken as one fallocate2 call's worth. A derivation, not a measurement of
+//! fallocate3 itself.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use mballoc::vcpu::{self, Access, Hook};
+use mballoc::{Allocator, MemSource, Policy};
+use serde::Serialize;
+
+use super::cost::{Costs, Machine};
+use super::io::{Device, DeviceClass, IoStats};
+use super::sched::{Sched, VcpuHook, MAX_VCPUS};
+use crate::bench::threads::{File, Pattern, Volume};
+use crate::bench::BenchError;
+use crate::fs::FIRST_FILE_INO;
+use crate::workload::prefill::{prefill_ranges, union, Holes};
+
+/// fallocate3's `FILESIZE`, in 4 KiB blocks (73,819,750 bytes).
+pub const FILE_BLOCKS: u32 = 18_023;
+
+/// System calls per fallocate3 operation that cost a fallocate2 call's outside time each.
+const SYSCALLS_PER_OP: u64 = 3;
+
+/// `j_state_lock`'s line and the running transaction's line (as in the fallocate2 loop).
+const J_STATE_LOCK: usize = 0x40;
+const TRANSACTION: usize = 0x80;
+
+/// The scheduler's slack for these runs: an operation is thousands of points (the scan and
+/// prefetch walks touch every group's state word), and a thread switch at each costs the
+/// host tens of µs; 1 µs of virtual time (about ten points) is small against an operation
+/// (0.1-1 ms) and against a bitmap read.
+pub const SLACK_NS: u64 = 1_000;
+
+/// One of seed 003's filesystems.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Fs {
+    /// The key of its rows in the published table (`seed003.csv`).
+    pub id: &'static str,
+    pub machine: &'static str,
+    pub bytes: u64,
+    /// Share of blocks in use, 0..1.
+    pub used: f64,
+    pub device: DeviceClass,
+    /// Whether the seed shows it as the mostly free filesystem where the patch must be
+    /// neutral (judged within ±5 % rather than by the published change's sign).
+    pub neutral: bool,
+}
+
+const GIB: u64 = 1 << 30;
+
+/// Seed 003's filesystems: its three "existing" ones and the six 133G images.
+pub const FILESYSTEMS: [Fs; 9] = [
+    fs(
+        "802g-68",
+        "Kunpeng 920b",
+        802 * GIB,
+        0.68,
+        DeviceClass::SataSsd,
+    ),
+    fs("842g-31", "Kunpeng 920", 842 * GIB, 0.31, DeviceClass::Hdd),
+    Fs {
+        neutral: true,
+        ..fs("15t-6", "AMD 9654", 15 << 40, 0.06, DeviceClass::Nvme)
+    },
+    fs(
+        "133g-25-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.25,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-50-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.50,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-75-amd",
+        "AMD 9654",
+        133 * GIB,
+        0.75,
+        DeviceClass::Nvme,
+    ),
+    fs(
+        "133g-25-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.25,
+        DeviceClass::SataSsd,
+    ),
+    fs(
+        "133g-50-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.50,
+        DeviceClass::SataSsd,
+    ),
+    fs(
+        "133g-75-kunpeng",
+        "Kunpeng 920b",
+        133 * GIB,
+        0.75,
+        DeviceClass::SataSsd,
+    ),
+];
+
+const fn fs(
+    id: &'static str,
+    machine: &'static str,
+    bytes: u64,
+    used: f64,
+    device: DeviceClass,
+) -> Fs {
+    Fs {
+        id,
+        machine,
+        bytes,
+        used,
+        device,
+        neutral: false,
+    }
+}
+
+/// The filesystem named `id`.
+pub fn filesystem(id: &str) -> Result<Fs, BenchError> {
+    FILESYSTEMS
+        .iter()
+        .find(|f| f.id == id)
+        .copied()
+        .ok_or_else(|| {
+            let ids: Vec<&str> = FILESYSTEMS.iter().map(|f| f.id).collect();
+            BenchError::Peer(format!(
+                "unknown seed 003 filesystem {id:?}; known: {}",
+                ids.join(", ")
+            ))
+        })
+}
+
+/// One published figure: total ops/s of `tasks` tasks ("perf" in the seed's tables).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Published {
+    pub fs: &'static str,
+    pub tasks: u32,
+    pub base: f64,
+    pub patched: f64,
+}
+
+impl Published {
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.patched / self.base - 1.0)
+    }
+}
+
+/// The seed's tables, parsed from the stored copy (`seed003.csv`).
+pub fn published() -> Vec<Published> {
+    include_str!("seed003.csv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let id = f.first()?.trim();
+            let fs = FILESYSTEMS.iter().find(|x| x.id == id)?;
+            Some(Published {
+                fs: fs.id,
+                tasks: f.get(1)?.trim().parse().ok()?,
+                base: f.get(2)?.trim().parse().ok()?,
+                patched: f.get(3)?.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// One simulated configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub fs: Fs,
+    /// `prefetch_test_before_set`: the seed's switch (false = base).
+    pub patched: bool,
+    /// Operations one task runs alone on the cold mount before the N tasks start.
+    pub mount_ops: u32,
+    /// Operations each task runs before its counted ones (the start, when every task's
+    /// first call aims at the same place).
+    pub warm_ops: u32,
+    /// Operations counted over all tasks: each task counts `ops / N` (at least 2), so a
+    /// point costs the host about the same at every N and the total stays near `ops`.
+    pub ops: u32,
+    /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
+    pub bytes: u64,
+    /// The scheduler's slack (`Sched::with_device`).
+    pub slack_ns: u64,
+}
+
+impl Config {
+    /// `fs` with the default counts: 2 operations alone on the cold mount, then per task 1
+    /// not counted, and 16 counted over all tasks.
+    pub fn new(fs: Fs, patched: bool) -> Config {
+        Config {
+            fs,
+            patched,
+            mount_ops: 2,
+            warm_ops: 1,
+            ops: 16,
+            bytes: fs.bytes,
+            slack_ns: SLACK_NS,
+        }
+    }
+}
+
+/// No task runs past this much virtual time (a guard against a run that never ends).
+const MAX_VIRTUAL_NS: u64 = 60_000_000_000;
+
+/// One point of a curve.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub vcpus: u32,
+    /// Total ops/s of all tasks (the seed's "perf"): the sum of each task's rate over its
+    /// counted operations.
+    pub ops_per_s: f64,
+    /// Virtual time of the first operation on the cold mount, ns (the reads it waits for).
+    pub first_op_ns: u64,
+    /// The device on the cold mount, then while the N tasks ran.
+    pub mount_io: IoStats,
+    pub io: IoStats,
+    /// Bitmaps loaded while the N tasks ran, prefetch reads among them.
+    pub bitmap_loads: u64,
+    pub prefetch_loads: u64,
+    /// Groups whose buddy was searched, per operation of the N tasks.
+    pub groups_scanned_per_op: f64,
+    /// Cache lines moved between CPUs, per operation of the N tasks (the group state words
+    /// linux-6.18's prefetch walk writes are among them).
+    pub line_transfers_per_op: f64,
+    /// Host seconds (not deterministic).
+    #[serde(skip)]
+    pub real_s: f64,
+}
+
+/// The allocator and volume of a point: seed 003's fs, cold.
+fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
+    let vol = Volume::new(cfg.bytes)?;
+    let geo = vol.geo;
+    let used = union(
+        vol.used(),
+        &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1),
+    );
+    let dev = MemSource::new(geo, &used)?
+        .with_load_cost(std::time::Duration::from_nanos(cfg.fs.device.service_ns()));
+    let cpus = n.max(2);
+    let settings = [format!(
+        "prefetch_test_before_set={}",
+        u8::from(cfg.patched)
+    )];
+    let a = Allocator::builder(geo)
+        .source(Box::new(dev))
+        .cpus(cpus)
+        .tunables(crate::bench::tunables(
+            Policy::Linux618,
+            &geo,
+            cpus,
+            &settings,
+        )?)
+        .lazy(true)
+        .prefetch_threads(0)
+        .build()?;
+    Ok((vol, a))
+}
+
+/// One fallocate3 operation of `f`'s task on CPU `me`: open(O_TRUNC), fallocate, close.
+fn operation(
+    me: usize,
+    s: &Sched,
+    a: &Allocator,
+    vol: &Volume,
+    f: &mut File,
+) -> Result<(), BenchError> {
+    let outside = s.costs().outside_ns * SYSCALLS_PER_OP;
+    s.work(me, outside / 2);
+    // open(O_TRUNC): the last round's blocks go back.
+    f.truncate(a)?;
+    s.touch(me, J_STATE_LOCK, Access::Write, None);
+    s.touch(me, TRANSACTION, Access::Write, None);
+    while f.place < FILE_BLOCKS {
+        let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, me as u32, vol);
+        let got = a.allocate(&req)?;
+        f.add(got.extent);
+    }
+    s.touch(me, TRANSACTION, Access::Write, None);
+    s.work(me, outside - outside / 2);
+    Ok(())
+}
+
+/// CPU `me`'s task: `warm + ops` operations, then more (not counted) until every task has
+/// counted its own, so that no task's counted operations run with fewer tasks around.
+/// Returns the ends of its operations, ns.
+fn cpu_loop(
+    me: usize,
+    ino: u64,
+    s: &Arc<Sched>,
+    a: &Allocator,
+    vol: &Volume,
+    want: usize,
+    done: &AtomicUsize,
+) -> Result<Vec<u64>, BenchError> {
+    s.start(me);
+    let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
+        sched: Arc::clone(s),
+        me,
+    });
+    let installed = vcpu::install(hook);
+    let mut f = File::new(ino);
+    let mut ends = Vec::new();
+    let n = s.clocks().len();
+    while (ends.len() < want || done.load(Ordering::Relaxed) < n) && s.clock(me) < MAX_VIRTUAL_NS {
+        operation(me, s, a, vol, &mut f)?;
+        ends.push(s.clock(me));
+        if ends.len() == want {
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    f.truncate(a)?;
+    drop(installed);
+    s.finish(me);
+    Ok(ends)
+}
+
+/// Runs `n` tasks, one per virtual CPU, on `a`; each task's operation ends.
+fn run_tasks(
+    s: &Arc<Sched>,
+    a: &Allocator,
+    vol: &Volume,
+    first_ino: u64,
+    want: usize,
+) -> Result<Vec<Vec<u64>>, BenchError> {
+    let n = s.clocks().len();
+    let done = AtomicUsize::new(0);
+    let outs: Vec<Result<Vec<u64>, BenchError>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
+            .map(|me| {
+                let done = &done;
+                sc.spawn(move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, done))
+            })
+            .collect();
+        hs.into_iter().map(super::joined).collect()
+    });
+    outs.into_iter().collect()
+}
+
+/// Runs `cfg` on `n` virtual CPUs: one task alone on the cold mount for `mount_ops`
+/// operations (the reads of a first use), then `n` tasks.
+pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
+    if n == 0 || n as usize > MAX_VCPUS || cfg.ops == 0 {
+        return Err(BenchError::Peer(format!(
+            "fallocate3 on {n} vCPUs counting {} operations each: 1..={MAX_VCPUS} vCPUs, at \
+             least one operation",
+            cfg.ops
+        )));
+    }
+    let t0 = Instant::now();
+    let (vol, a) = mount(cfg, n)?;
+    let costs = Costs::new(Machine::Server, true);
+    let alone = Sched::with_device(
+        1,
+        costs.clone(),
+        Device::new(cfg.fs.device.depth()),
+        cfg.slack_ns,
+    );
+    let mount_ends = run_tasks(
+        &alone,
+        &a,
+        &vol,
+        FIRST_FILE_INO + MAX_VCPUS as u64,
+        cfg.mount_ops as usize,
+    )?;
+    let first_op_ns = mount_ends
+        .first()
+        .and_then(|e| e.first().copied())
+        .unwrap_or(0);
+    // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
+    let device = alone.device().rebased(alone.clock(0));
+    let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
+    let before = a.stats();
+    let warm = cfg.warm_ops as usize;
+    let counted = cfg.ops.div_ceil(n).max(2);
+    let ends = run_tasks(&s, &a, &vol, FIRST_FILE_INO, warm + counted as usize)?;
+    let after = a.stats();
+    // Each task's rate over its counted operations: from the end of its last warm-up
+    // operation (or its start) to the end of its last counted one.
+    let ops_per_s = ends
+        .iter()
+        .map(|e| {
+            let from = if warm == 0 { 0 } else { e[warm - 1] };
+            let to = e[warm + counted as usize - 1];
+            f64::from(counted) * 1e9 / (to - from).max(1) as f64
+        })
+        .sum();
+    let all_ops = ends.iter().map(Vec::len).sum::<usize>().max(1) as f64;
+    Ok(Point {
+        vcpus: n,
+        ops_per_s,
+        first_op_ns,
+        mount_io: alone.io_stats(),
+        io: s.io_stats(),
+        bitmap_loads: after.bitmap_loads - before.bitmap_loads,
+        prefetch_loads: after.prefetch_loads - before.prefetch_loads,
+        groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64 / all_ops,
+        line_transfers_per_op: s.stats().line_transfers as f64 / all_ops,
+        real_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// One filesystem's curves and the published figures beside them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    pub fs: Fs,
+    pub base: Vec<Point>,
+    pub patched: Vec<Point>,
+    pub published: Vec<Published>,
+}
+
+/// One published row and ours, judged.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub published: Published,
+    pub base: f64,
+    pub patched: f64,
+    pub change_pct: f64,
+    /// For an improvement: same sign, within ×2, within ±25 % of the published change. For
+    /// the neutral filesystem: |ours| ≤ 5 % (all three flags alike).
+    pub same_sign: bool,
+    pub within_2x: bool,
+    pub within_25pct: bool,
+}
+
+/// The neutral filesystem's band, %.
+pub const NEUTRAL_PCT: f64 = 5.0;
+
+impl Row {
+    pub fn judge(published: Published, neutral: bool, base: f64, patched: f64) -> Row {
+        let change_pct = 100.0 * (patched / base - 1.0);
+        let (same_sign, within_2x, within_25pct) = if neutral {
+            let ok = change_pct.abs() <= NEUTRAL_PCT;
+            (ok, ok, ok)
+        } else {
+            let ratio = change_pct / published.change_pct();
+            (
+                ratio > 0.0,
+                (0.5..=2.0).contains(&ratio),
+                (0.75..=1.25).contains(&ratio),
+            )
+        };
+        Row {
+            published,
+            base,
+            patched,
+            change_pct,
+            same_sign,
+            within_2x,
+            within_25pct,
+        }
+    }
+}
+
+impl Curve {
+    /// The judged rows at the published task counts this curve ran.
+    pub fn rows(&self) -> Vec<Row> {
+        let at = |pts: &[Point], n: u32| pts.iter().find(|p| p.vcpus == n).map(|p| p.ops_per_s);
+        self.published
+            .iter()
+            .filter_map(|p| {
+                let (b, q) = (at(&self.base, p.tasks)?, at(&self.patched, p.tasks)?);
+                Some(Row::judge(*p, self.fs.neutral, b, q))
+            })
+            .collect()
+    }
+}
+
+/// Runs `fs`'s base and patched curves at `vcpus`, each point as `like` says (its `fs` and
+/// `patched` aside).
+pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchError> {
+    let side = |patched: bool| -> Result<Vec<Point>, BenchError> {
+        let cfg = Config {
+            fs,
+            patched,
+            bytes: fs.bytes,
+            ..like.clone()
+        };
+        vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
+    };
+    Ok(Curve {
+        fs,
+        base: side(false)?,
+        patched: side(true)?,
+        published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
+    })
+}
+
+/// The curve as an SVG: total ops/s against vCPUs, base and patched, published points.
+pub fn plot(c: &Curve, path: &std::path::Path) -> Result<(), BenchError> {
+    use crate::report::plot::{plot_throughput, Series};
+    let line = |pts: &[Point]| {
+        pts.iter()
+            .map(|p| (f64::from(p.vcpus), p.ops_per_s))
+            .collect()
+    };
+    let pubs = |f: fn(&Published) -> f64| {
+        c.published
+            .iter()
+            .map(|p| (f64::from(p.tasks), f(p)))
+            .collect()
+    };
+    let series = [
+        Series {
+            label: "base (prefetch_test_before_set=0)".into(),
+            points: line(&c.base),
+        },
+        Series {
+            label: "patched (prefetch_test_before_set=1)".into(),
+            points: line(&c.patched),
+        },
+        Series {
+            label: format!("published base, {}", c.fs.machine),
+            points: pubs(|p| p.base),
+        },
+        Series {
+            label: format!("published patched, {}", c.fs.machine),
+            points: pubs(|p| p.patched),
+        },
+    ];
+    let title = format!(
+        "seed 003 fallocate3, {} ({:.0} % used, {:?}): total ops/s per vCPU count",
+        c.fs.id,
+        c.fs.used * 100.0,
+        c.fs.device
+    );
+    plot_throughput(&title, &series, path).map_err(|e| BenchError::Peer(e.to_string()))
+}
+
+/// The rows of `curves` as a table: vCPUs | base | patched | ours % | published %.
+pub fn render(curves: &[Curve]) -> String {
+    use std::fmt::Write;
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let mut t = String::new();
+    for c in curves {
+        let _ = writeln!(
+            t,
+            "seed 003 fallocate3 on {} ({}, {:.0} % used, {:?}){}",
+            c.fs.id,
+            c.fs.machine,
+            c.fs.used * 100.0,
+            c.fs.device,
+            if c.fs.neutral {
+                ": must stay within ±5 %"
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            t,
+            "{:>5} {:>10} {:>10} {:>8} {:>10} {:>5} {:>4} {:>5}",
+            "vcpus", "base", "patched", "ours", "published", "sign", "x2", "±25%"
+        );
+        let rows: BTreeMap<u32, Row> = c
+            .rows()
+            .into_iter()
+            .map(|r| (r.published.tasks, r))
+            .collect();
+        for (b, p) in c.base.iter().zip(&c.patched) {
+            let ours = 100.0 * (p.ops_per_s / b.ops_per_s - 1.0);
+            match rows.get(&b.vcpus) {
+                Some(r) => {
+                    let _ = writeln!(
+                        t,
+                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>+9.1}% {:>5} {:>4} {:>5}",
+                        b.vcpus,
+                        b.ops_per_s,
+                        p.ops_per_s,
+                        ours,
+                        r.published.change_pct(),
+                        yn(r.same_sign),
+                        yn(r.within_2x),
+                        yn(r.within_25pct)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        t,
+                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>10}",
+                        b.vcpus, b.ops_per_s, p.ops_per_s, ours, "-"
+                    );
+                }
+            }
+        }
+    }
+    t
+}

@@ -1,0 +1,175 @@
+//! Seed 003's pieces: device reads in virtual time, one read per bitmap, the switch's
+//! effect, determinism (each test well under a second of host time).
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mballoc::vcpu::{self, Hook};
+use mballoc::{Allocator, MemSource, Policy, Request};
+
+use super::cost::Costs;
+use super::fallocate3::{filesystem, published, run_point, Config, Row};
+use super::io::Device;
+use super::sched::{Sched, VcpuHook};
+use crate::bench::threads::Volume;
+
+/// Runs `body(me)` on each of `n` virtual CPUs of `s`, each thread with its hook installed.
+fn on_vcpus(s: &Arc<Sched>, body: impl Fn(usize) + Sync) {
+    let n = s.clocks().len();
+    std::thread::scope(|sc| {
+        for me in 0..n {
+            let body = &body;
+            sc.spawn(move || {
+                s.start(me);
+                let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
+                    sched: Arc::clone(s),
+                    me,
+                });
+                let installed = vcpu::install(hook);
+                body(me);
+                drop(installed);
+                s.finish(me);
+            });
+        }
+    });
+}
+
+/// A cold 1 GiB filesystem (8 groups) whose bitmap reads each take `read`.
+fn cold(read: Duration) -> (Volume, Allocator) {
+    let vol = Volume::new(1 << 30).unwrap();
+    let dev = MemSource::new(vol.geo, vol.used())
+        .unwrap()
+        .with_load_cost(read);
+    let a = Allocator::builder(vol.geo)
+        .source(Box::new(dev))
+        .cpus(2)
+        .tunables(Policy::Linux618.tunables(&vol.geo, 2))
+        .lazy(true)
+        .prefetch_threads(0)
+        .build()
+        .unwrap();
+    (vol, a)
+}
+
+/// A read of 10 virtual seconds, through the library's seam: the reader's clock passes
+/// 10 s, the host waits nothing like it (without the seam the source sleeps 10 s per read).
+#[test]
+fn io_wait_advances_virtual_time_not_host_time() {
+    let read = Duration::from_secs(10);
+    let (_vol, a) = cold(read);
+    let s = Sched::with_device(1, Costs::flat(10, 80, 80, 0), Device::new(1), 0);
+    let t0 = Instant::now();
+    on_vcpus(&s, |_| {
+        a.allocate(&Request::new(12, 0, 8).with_goal(3 * 32768))
+            .unwrap();
+    });
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let io = s.io_stats();
+    assert!(io.reads >= 1, "{io:?}");
+    assert!(s.clock(0) >= 10_000_000_000, "{}", s.clock(0));
+    assert!(io.wait_ns >= 10_000_000_000, "{io:?}");
+}
+
+/// While one CPU waits for a read, the others run: their clocks are not held back.
+#[test]
+fn others_run_while_a_cpu_waits_for_a_read() {
+    let s = Sched::with_device(2, Costs::flat(10, 80, 80, 0), Device::new(1), 0);
+    on_vcpus(&s, |me| {
+        if me == 0 {
+            s.io(0, (1, 7), 1_000_000, true);
+        } else {
+            for _ in 0..10 {
+                s.work(1, 1_000);
+            }
+        }
+    });
+    let c = s.clocks();
+    assert!(c[0] >= 1_000_000 && c[1] < 20_000, "{c:?}");
+}
+
+/// Two CPUs needing the same bitmap at the same time: one device read, both wake when it
+/// ends (`ext4_wait_block_bitmap`); a different bitmap is a second read, queued behind the
+/// first on a device of depth 1.
+#[test]
+fn two_vcpus_needing_the_same_bitmap_issue_one_read() {
+    let s = Sched::with_device(3, Costs::flat(0, 80, 80, 0), Device::new(1), 0);
+    on_vcpus(&s, |me| {
+        let block = if me == 2 { 8 } else { 7 };
+        s.io(me, (1, block), 1_000_000, true);
+    });
+    let io = s.io_stats();
+    assert_eq!((io.reads, io.shared_waits), (2, 1), "{io:?}");
+    let c = s.clocks();
+    assert_eq!(
+        (c[0], c[1], c[2]),
+        (1_000_000, 1_000_000, 2_000_000),
+        "{c:?}"
+    );
+}
+
+/// The same through the allocator: two CPUs allocating in the same cold group read each
+/// bitmap once (the second waits for the first's load behind the group's lock).
+#[test]
+fn two_vcpus_loading_one_group_read_it_once() {
+    let (_vol, a) = cold(Duration::from_micros(100));
+    let s = Sched::with_device(2, Costs::flat(10, 80, 80, 0), Device::new(4), 0);
+    on_vcpus(&s, |me| {
+        a.allocate(&Request::new(12 + me as u64, 0, 8).with_goal(3 * 32768 + 100))
+            .unwrap();
+    });
+    let io = s.io_stats();
+    assert_eq!(io.reads, a.stats().bitmap_loads, "{io:?}");
+    assert!(io.reads >= 1);
+}
+
+/// A small seed 003 configuration: 4 GiB filled as 802g-68, 4 CPUs, few operations.
+fn small(patched: bool) -> Config {
+    let fs = filesystem("802g-68").unwrap();
+    Config {
+        bytes: 4 << 30,
+        mount_ops: 1,
+        ops: 8,
+        ..Config::new(fs, patched)
+    }
+}
+
+/// The switch changes the path: linux-6.18's walk writes every group's read mark (a line
+/// moved whenever another CPU wrote it last), the seed's tests it first.
+#[test]
+fn the_switch_changes_the_prefetch_walk() {
+    let base = run_point(&small(false), 4).unwrap();
+    let patched = run_point(&small(true), 4).unwrap();
+    assert!(
+        base.line_transfers_per_op > patched.line_transfers_per_op * 1.2,
+        "base {} patched {}",
+        base.line_transfers_per_op,
+        patched.line_transfers_per_op
+    );
+}
+
+#[test]
+fn the_same_seed003_point_gives_the_same_bytes() {
+    let one = serde_json::to_string(&run_point(&small(false), 3).unwrap()).unwrap();
+    let two = serde_json::to_string(&run_point(&small(false), 3).unwrap()).unwrap();
+    assert_eq!(one, two);
+}
+
+/// The verdict: the published sign within ×2 passes, the opposite sign fails; on the
+/// neutral filesystem only |change| ≤ 5 % passes.
+#[test]
+fn seed003_rows_are_judged_by_sign_size_and_neutral_band() {
+    let p = published();
+    assert_eq!(p.len(), 72);
+    let kp = p
+        .iter()
+        .find(|r| r.fs == "802g-68" && r.tasks == 8)
+        .unwrap();
+    let ok = Row::judge(*kp, false, 1000.0, 1000.0 * (1.0 + kp.change_pct() / 100.0));
+    assert!(ok.same_sign && ok.within_2x && ok.within_25pct);
+    let bad = Row::judge(*kp, false, 1000.0, 900.0);
+    assert!(!bad.same_sign && !bad.within_2x);
+    let amd = p.iter().find(|r| r.fs == "15t-6" && r.tasks == 8).unwrap();
+    assert!(Row::judge(*amd, true, 1000.0, 1040.0).within_2x);
+    assert!(!Row::judge(*amd, true, 1000.0, 1060.0).within_2x);
+}
