@@ -35,7 +35,7 @@ impl Allocator {
         ctx.b_ex.logical = ctx.g_ex.logical;
         let ret = l.buddy.mark_used(ctx.b_ex.start, ctx.b_ex.len);
         // The context pins the group's folios until ext4_mb_release_context.
-        crate::sync::folio_refs(self.pages.folios_of(ctx.b_ex.group));
+        crate::sync::folio_refs(|| self.pages.folios_of(ctx.b_ex.group));
         self.bump_discard_seq();
         self.publish(grp, st);
         self.claim_class(ctx, grp, st);

@@ -233,7 +233,7 @@ impl Allocator {
         }
         self.mark_diskspace_used(ctx.b_ex, register)?;
         // ext4_mb_release_context: the folios ext4_mb_use_best_found pinned.
-        crate::sync::folio_refs(self.pages.folios_of(ctx.b_ex.group));
+        crate::sync::folio_refs(|| self.pages.folios_of(ctx.b_ex.group));
         if ctx.b_ex.len == ctx.orig_goal_len {
             ctx.stats.bump(|c| &c.len_goal_hits);
         }

@@ -79,7 +79,7 @@ impl Allocator {
         self.load_group(g)?;
         // ext4_mb_load_buddy takes a reference on the group's bitmap and buddy folios before
         // the try-lock, and ext4_mb_unload_buddy drops them after the unlock, busy or not.
-        let folios = self.pages.folios_of(g);
+        let folios = || self.pages.folios_of(g);
         crate::sync::folio_refs(folios);
         self.lock_and_scan(ctx, grp, skip_busy);
         crate::sync::folio_refs(folios);
@@ -450,7 +450,7 @@ impl Allocator {
             };
         }
         // ext4_mb_find_by_goal holds the folios (ext4_mb_load_buddy) around its lock, too.
-        let folios = self.pages.folios_of(grp.no);
+        let folios = || self.pages.folios_of(grp.no);
         crate::sync::folio_refs(folios);
         self.goal_in_group(ctx, grp);
         crate::sync::folio_refs(folios);

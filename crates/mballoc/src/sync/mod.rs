@@ -24,10 +24,15 @@ pub(crate) mod percpu;
 /// `ext4_mb_load_buddy_gfp` / `ext4_mb_unload_buddy`): the library keeps buddies in the
 /// groups, not in a page cache, so there is nothing to count; under `vcpu-hooks` the
 /// reference counts' writes go to the thread's hook, the lines that the kernel's CPUs share.
+/// The page numbers come from a closure so that a build without the hooks computes nothing
+/// (the page arithmetic divides, and a division's zero check is not dead code).
 #[inline(always)]
-pub(crate) fn folio_refs(pnums: [u64; 2]) {
+pub(crate) fn folio_refs(pnums: impl FnOnce() -> [u64; 2]) {
     #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
-    vcpu::with(|h| pnums.iter().for_each(|&p| h.folio_ref(p)));
+    {
+        let pnums = pnums();
+        vcpu::with(|h| pnums.iter().for_each(|&p| h.folio_ref(p)));
+    }
     #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
     let _ = pnums;
 }
