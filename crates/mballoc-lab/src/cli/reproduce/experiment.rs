@@ -80,6 +80,24 @@ pub fn fmt_change(d: f64) -> String {
 }
 
 impl SeedReport {
+    /// A report with nothing run yet, for tests that judge rows they build themselves.
+    #[cfg(test)]
+    pub fn empty(seed: &str) -> SeedReport {
+        SeedReport {
+            seed: seed.into(),
+            title: String::new(),
+            table: ComparisonTable::new("", "base", "patched"),
+            ran: Vec::new(),
+            skipped: Vec::new(),
+            failed: Vec::new(),
+            notes: Vec::new(),
+            judged: Vec::new(),
+            verdict: Verdict::NotMeasurable,
+            claim: String::new(),
+            runs: Vec::new(),
+        }
+    }
+
     /// The table with its notes, as printed by `reproduce`.
     pub fn render(&self) -> String {
         let mut s = format!("seed {} — {}\n", self.seed, self.title);

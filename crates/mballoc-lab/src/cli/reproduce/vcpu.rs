@@ -165,23 +165,15 @@ mod model {
 
 #[cfg(test)]
 mod tests {
-    use mballoc_lab::report::ComparisonTable;
 
     use super::super::experiment::{JudgedRow, SeedReport};
-    use super::super::verdict::{Expect, Status, Verdict};
+    use super::super::verdict::{Expect, Status};
     use super::*;
 
     /// A seed's report with its container claim as `reproduce` leaves it.
     fn report(seed: &str) -> SeedReport {
         let expect = Expect::NotMeasurable(CONTAINERS);
         SeedReport {
-            seed: seed.into(),
-            title: String::new(),
-            table: ComparisonTable::new("", "base", "patched"),
-            ran: Vec::new(),
-            skipped: Vec::new(),
-            failed: Vec::new(),
-            notes: Vec::new(),
             judged: vec![JudgedRow {
                 label: "fallocate2 T=2: ops_per_sec_per_task".into(),
                 base: 1.0,
@@ -190,9 +182,7 @@ mod tests {
                 basis: "+80.7% .. +345% for 80 and 96 containers".into(),
                 judged: expect.judge(1.0, 2.0, 0.0),
             }],
-            verdict: Verdict::NotMeasurable,
-            claim: String::new(),
-            runs: Vec::new(),
+            ..SeedReport::empty(seed)
         }
     }
 
@@ -237,11 +227,21 @@ mod tests {
         assert_eq!(rep.judged.len(), 4, "{}", rep.render());
         assert!(rep.judged.iter().all(|j| j.label.contains(MODEL)));
         assert!(rep.judged.iter().all(|j| j.judged.status == Status::Pass));
-        assert_eq!(rep.verdict, Verdict::Reproduced, "{}", rep.render());
+        assert_eq!(
+            rep.verdict,
+            super::super::verdict::Verdict::Reproduced,
+            "{}",
+            rep.render()
+        );
         assert!(rep.render().contains(MODEL));
         let rep = judged(-1.0);
         assert!(rep.judged.iter().all(|j| j.judged.status == Status::Fail));
-        assert_eq!(rep.verdict, Verdict::NotReproduced, "{}", rep.render());
+        assert_eq!(
+            rep.verdict,
+            super::super::verdict::Verdict::NotReproduced,
+            "{}",
+            rep.render()
+        );
     }
 
     /// The simulator itself, 4 virtual CPUs for 0.2 ms: the row gets a counted status.

@@ -101,11 +101,10 @@ pub fn add_rows(rep: &mut SeedReport, rows: &[(f3::Fs, Row)]) {
 
 #[cfg(all(test, feature = "vcpus"))]
 mod tests {
-    use mballoc_lab::report::ComparisonTable;
     use mballoc_lab::vcpus::fallocate3::{filesystem, published, Row};
 
     use super::super::experiment::SeedReport;
-    use super::super::verdict::{Status, Verdict};
+    use super::super::verdict::Status;
     use super::*;
 
     /// Rows given (not simulated) at the published change, then at its opposite: pass, fail.
@@ -128,19 +127,7 @@ mod tests {
                     )
                 })
                 .collect();
-            let mut rep = SeedReport {
-                seed: "003".into(),
-                title: String::new(),
-                table: ComparisonTable::new("", "base", "patched"),
-                ran: Vec::new(),
-                skipped: Vec::new(),
-                failed: Vec::new(),
-                notes: Vec::new(),
-                judged: Vec::new(),
-                verdict: Verdict::NotMeasurable,
-                claim: String::new(),
-                runs: Vec::new(),
-            };
+            let mut rep = SeedReport::empty("003");
             add_rows(&mut rep, &rows);
             rep
         };
