@@ -169,7 +169,7 @@ fn cpu_loop(
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
         let got = a.allocate(&req)?;
         s.mark(me, Seg::CallEnd);
-        let g = u32::try_from(got.extent.start / u64::from(bpg)).unwrap_or(u32::MAX);
+        let g = u32::try_from(got.extent.start / bpg).unwrap_or(u32::MAX);
         {
             let mut lg = last_group.lock().unwrap_or_else(|e| e.into_inner());
             if lg.iter().enumerate().any(|(c, &x)| c != me && x == Some(g)) {
