@@ -152,7 +152,8 @@ impl BitmapSource for MemSource {
         Ok(self.bitmap(group))
     }
     fn read_ns(&self, group: u32) -> u64 {
-        if self.block_uninit(group) {
+        // The free test first: every load asks, and most sources cost nothing.
+        if self.load_cost.is_zero() || self.block_uninit(group) {
             0
         } else {
             u64::try_from(self.load_cost.as_nanos()).unwrap_or(u64::MAX)
