@@ -38,7 +38,7 @@ impl Policy {
     /// One line saying what the preset is.
     pub fn describe(self) -> &'static str {
         match self {
-            Policy::Linux616 => "one stream goal, waiting group locks, prefetch without test",
+            Policy::Linux616 => "one stream goal under s_md_lock, waiting group locks, prefetch without test",
             Policy::Linux618 => "kernel default: per-CPU stream goals, busy groups skipped",
             Policy::Proposed => {
                 "6.18 + cheap prefetch test + 32 MiB prealloc window + size classes"
@@ -64,6 +64,7 @@ impl Policy {
             Policy::Linux616 => {
                 t.nr_global_goals = 1;
                 t.try_lock_groups = false;
+                t.goal_md_lock = true;
                 t.prefetch_test_before_set = false;
             }
             Policy::Linux618 => {}

@@ -221,6 +221,11 @@ tunables! {
     /// Skip groups whose lock is held below CR_ANY_FREE (seed 001).
     try_lock_groups: bool = true,
         "seed 001: skip groups locked by another task below CR_ANY_FREE";
+    /// Read and write the stream goal under the file system's one `s_md_lock`, as kernels
+    /// before 6.17 did (`ext4_mb_regular_allocator`, `ext4_mb_use_best_found`) until
+    /// `ext4: remove unnecessary s_md_lock on update s_mb_last_group`: seed 001's kernels.
+    goal_md_lock: bool = false,
+        "kernels before 6.17: the stream goal read and written under the global s_md_lock";
     /// Test the "already read" flag before the atomic set in prefetch (seed 003).
     prefetch_test_before_set: bool = false,
         "seed 003: test the bitmap-read flag before the atomic set in prefetch";

@@ -36,16 +36,19 @@ pub enum LockKind {
     PaShard,
     /// A locality group's `lg_mutex`.
     Lg,
+    /// The file system's `s_md_lock` around the stream goal (`goal_md_lock`).
+    Md,
     /// Commit, pending frees, tunables and the rest.
     Other,
 }
 
 impl LockKind {
-    pub const ALL: [LockKind; 5] = [
+    pub const ALL: [LockKind; 6] = [
         LockKind::Group,
         LockKind::InodePa,
         LockKind::PaShard,
         LockKind::Lg,
+        LockKind::Md,
         LockKind::Other,
     ];
 
@@ -59,6 +62,8 @@ impl LockKind {
             LockKind::PaShard
         } else if what.ends_with("LocalityGroup") {
             LockKind::Lg
+        } else if what.ends_with("MdLock") {
+            LockKind::Md
         } else {
             LockKind::Other
         }
@@ -70,6 +75,7 @@ impl LockKind {
             LockKind::InodePa => "inode-pa",
             LockKind::PaShard => "pa-shard",
             LockKind::Lg => "lg",
+            LockKind::Md => "md",
             LockKind::Other => "other",
         }
     }

@@ -70,9 +70,9 @@ pub const PUBLISHED: [Published; 8] = [
 /// utilize multiple global goals to reduce contention` (seed 000) the fifth. So seed 001's
 /// base and patched kernels both had the single stream goal `s_mb_last_group`
 /// (`nr_global_goals=1` on both sides), and seed 000's base already skipped busy groups
-/// (linux-6.18's `try_lock_groups=1`). Not modelled: before the fourth patch (`ext4: remove
-/// unnecessary s_md_lock on update s_mb_last_group`) seed 001's kernels also read and wrote
-/// that goal under the global `s_md_lock`.
+/// (linux-6.18's `try_lock_groups=1`). Before the fourth patch (`ext4: remove unnecessary
+/// s_md_lock on update s_mb_last_group`) the goal was read and written under the global
+/// `s_md_lock`: `goal_md_lock=1` on both of seed 001's sides, off on both of seed 000's.
 #[derive(Debug, Clone, Copy)]
 pub struct SeedPair {
     /// Settings both sides carry on top of linux-6.18.
@@ -90,10 +90,10 @@ pub fn pair(seed: &str) -> SeedPair {
         "000" => SeedPair {
             both: &[],
             off: "nr_global_goals=1",
-            before: (Policy::Linux616, &["try_lock_groups=1"]),
+            before: (Policy::Linux616, &["try_lock_groups=1", "goal_md_lock=0"]),
         },
         _ => SeedPair {
-            both: &["nr_global_goals=1"],
+            both: &["nr_global_goals=1", "goal_md_lock=1"],
             off: "try_lock_groups=0",
             before: (Policy::Linux616, &[]),
         },
@@ -136,8 +136,7 @@ pub struct Row {
     pub within_25pct: bool,
 }
 
-/// Per-CPU rates of fallocate2 points, each configuration run once: seed 001's patched side
-/// is seed 000's base (linux-6.18 with one stream goal).
+/// Per-CPU rates of fallocate2 points, each configuration run once.
 pub struct Points {
     /// Virtual time each CPU runs, ns.
     horizon_ns: u64,

@@ -242,3 +242,81 @@ fn buddy_folios_are_taken_before_the_group_lock_and_given_back() {
         }
     }
 }
+
+/// Counts `s_md_lock` acquisitions on one thread, and those made while a group lock is held.
+#[derive(Default)]
+struct MdRecorder {
+    group_held: std::cell::Cell<u32>,
+    md: std::cell::Cell<u64>,
+    md_under_group: std::cell::Cell<u64>,
+}
+
+impl Hook for MdRecorder {
+    fn lock(&self, _: usize, what: &'static str) {
+        match LockKind::of(what) {
+            LockKind::Group => self.group_held.set(self.group_held.get() + 1),
+            LockKind::Md => {
+                self.md.set(self.md.get() + 1);
+                if self.group_held.get() > 0 {
+                    self.md_under_group.set(self.md_under_group.get() + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    fn try_lock(&self, lock: usize, what: &'static str) -> bool {
+        self.lock(lock, what);
+        true
+    }
+    fn unlock(&self, _: usize, what: &'static str) {
+        if LockKind::of(what) == LockKind::Group {
+            self.group_held.set(self.group_held.get() - 1);
+        }
+    }
+    fn is_locked(&self, _: usize, _: &'static str) -> bool {
+        false
+    }
+    fn wait(&self, _: usize, _: usize, _: &'static str) {}
+    fn notify_all(&self, _: usize) {}
+    fn atomic(&self, _: usize, _: Access) {}
+}
+
+/// (`s_md_lock` acquisitions, those under a group lock, stream allocations) in 300
+/// fallocate2 calls with one stream goal and `goal_md_lock` as given.
+fn md_locks(goal_md_lock: bool) -> (u64, u64, u64) {
+    let vol = Volume::new(1 << 30).unwrap();
+    let settings = [
+        "nr_global_goals=1".to_string(),
+        format!("goal_md_lock={}", u8::from(goal_md_lock)),
+    ];
+    let a = vol.allocator(Policy::Linux618, 2, &settings).unwrap();
+    let rec = Rc::new(MdRecorder::default());
+    let installed = vcpu::install(Rc::clone(&rec) as Rc<dyn Hook>);
+    let mut f = File::new(FIRST_FILE_INO);
+    let mut stream = 0;
+    for _ in 0..300 {
+        let got = a
+            .allocate(&f.request(Pattern::Fallocate2, 2, 0, &vol))
+            .unwrap();
+        stream += u64::from(got.flags.contains(mballoc::Flags::STREAM_ALLOC));
+        f.add(got.extent);
+        if f.place >= 256 {
+            f.truncate(&a).unwrap();
+        }
+    }
+    drop(installed);
+    (rec.md.get(), rec.md_under_group.get(), stream)
+}
+
+/// Kernels before 6.17 read the stream goal under `s_md_lock` in
+/// `ext4_mb_regular_allocator` and wrote it under it in `ext4_mb_use_best_found`, with the
+/// group locked: two acquisitions per stream allocation, the second nested in the group's
+/// lock; 6.18 takes none.
+#[test]
+fn the_old_stream_goal_is_read_and_written_under_s_md_lock() {
+    let (md, nested, stream) = md_locks(true);
+    assert!(stream > 100, "{stream} stream allocations of 300");
+    assert_eq!(md, 2 * stream, "s_md_lock taken {md} times in {stream} stream allocations");
+    assert_eq!(nested, stream, "{nested} of {md} under a group lock");
+    assert_eq!(md_locks(false).0, 0, "6.18 takes s_md_lock for the goal");
+}

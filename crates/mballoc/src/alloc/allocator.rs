@@ -50,6 +50,10 @@ pub struct Allocator {
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
     /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
+    /// `s_md_lock` as kernels before 6.17 took it around the stream goal (tunable
+    /// `goal_md_lock`): one lock for the whole file system, so every stream allocation
+    /// queues on it twice.
+    pub(crate) md_lock: Padded<Mutex<MdLock>>,
     /// Inode PAs by owner, locality-group PAs by CPU.
     pub(crate) pa: Preallocs,
     /// Groups with frees waiting for a commit (each once: `GroupState::listed`).
@@ -104,6 +108,10 @@ pub struct Allocator {
     #[cfg(test)]
     pub(crate) no_walk_shortcuts: bool,
 }
+
+/// What `s_md_lock` guards when it guards the stream goal: nothing of its own (the goal
+/// slots stay atomics); its type names the lock for the virtual-CPU simulator.
+pub(crate) struct MdLock;
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.
 #[cfg(feature = "testing")]
@@ -250,6 +258,7 @@ impl Builder {
             classless: Padded(AtomicU32::new(n)),
             pa: Preallocs::new(self.cpus),
             pending_groups: Padded(Mutex::new(Vec::new())),
+            md_lock: Padded(Mutex::new(MdLock)),
             committing: Padded(Mutex::new(())),
             commit_done: Padded((Mutex::new(()), Condvar::default())),
             committed: AtomicU64::new(0),
@@ -778,12 +787,18 @@ impl Allocator {
         &self.goals[(owner % n) as usize]
     }
 
-    pub(crate) fn stream_goal(&self, owner: u64, nr_goals: u32) -> u32 {
-        self.goal_slot(owner, nr_goals).load(Ordering::Relaxed)
+    /// The stream goal of `owner` (`ext4_mb_regular_allocator`).
+    pub(crate) fn stream_goal(&self, owner: u64, tun: &Tunables) -> u32 {
+        let _md = tun.goal_md_lock.then(|| self.md_lock.lock());
+        self.goal_slot(owner, tun.nr_global_goals)
+            .load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_stream_goal(&self, owner: u64, nr_goals: u32, group: u32) {
-        self.goal_slot(owner, nr_goals)
+    /// Moves `owner`'s stream goal to `group` (`ext4_mb_use_best_found`, under the group
+    /// lock: with `goal_md_lock` the group's lock is held while queueing on `s_md_lock`).
+    pub(crate) fn set_stream_goal(&self, owner: u64, tun: &Tunables, group: u32) {
+        let _md = tun.goal_md_lock.then(|| self.md_lock.lock());
+        self.goal_slot(owner, tun.nr_global_goals)
             .store(group, Ordering::Relaxed);
     }
 

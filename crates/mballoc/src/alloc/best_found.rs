@@ -44,7 +44,7 @@ impl Allocator {
         ctx.tail = ret & 0xffff;
         ctx.buddy = ret >> 16;
         if ctx.flags.contains(Flags::STREAM_ALLOC) {
-            self.set_stream_goal(ctx.req.owner, ctx.tun.nr_global_goals, ctx.f_ex.group);
+            self.set_stream_goal(ctx.req.owner, ctx.tun, ctx.f_ex.group);
         }
     }
 

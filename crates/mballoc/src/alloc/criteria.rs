@@ -44,7 +44,7 @@ impl Allocator {
         }
         if ctx.flags.contains(Flags::STREAM_ALLOC) {
             ctx.g_ex.group = self
-                .stream_goal(ctx.req.owner, ctx.tun.nr_global_goals)
+                .stream_goal(ctx.req.owner, ctx.tun)
                 .min(self.geo.group_count() - 1);
             ctx.g_ex.start = -1;
             ctx.flags.remove(Flags::HINT_TRY_GOAL);
