@@ -58,6 +58,9 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         for ((s, ns), k) in Seg::all().iter().zip(&c.seg_ns).zip(&c.per_call) {
             let _ = writeln!(t, "{:<22} {ns:>10.1} {k:>10.2}", format!("{s:?}"));
         }
+        if !a.seed003.is_empty() {
+            t.push_str(&seed003_timings(&a.seed003, c.call_ns)?);
+        }
         return super::emit::out(&t);
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
@@ -94,6 +97,46 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return super::emit::outln(&text);
     }
     super::emit::out(&render(&curves))
+}
+
+/// The library's own fallocate3 operations on seed 003's filesystems, one task, beside
+/// fallocate2's plain call (`call_ns`, the same run): ns per point in the library, and in the
+/// kernel's units (× the kernel's fallocate2 call time over the library's).
+#[cfg(feature = "vcpus")]
+fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
+    use mballoc_lab::vcpus::cost::KERNEL_CALL_NS;
+    use mballoc_lab::vcpus::fallocate3::{self as f3, FILESYSTEMS};
+    let chosen: Vec<f3::Fs> = if ids.iter().any(|i| i == "all") {
+        FILESYSTEMS.to_vec()
+    } else {
+        ids.iter()
+            .map(|i| f3::filesystem(i.trim()))
+            .collect::<Result<_, _>>()
+            .map_err(other)?
+    };
+    let scale = KERNEL_CALL_NS / call_ns;
+    let mut t = format!(
+        "\nfallocate3, one task, reads free: the library's time per point; kernel units = \
+         x {scale:.2} (kernel fallocate2 call {KERNEL_CALL_NS} ns / library {call_ns:.1} ns)\n\
+         {:<18} {:>7} {:>12} {:>12} {:>10} {:>12}\n",
+        "fs", "patched", "ns/op", "points/op", "ns/point", "kernel ns/pt"
+    );
+    for fs in chosen {
+        for patched in [false, true] {
+            let o = f3::time_operations(&f3::Config::new(fs, patched), 8, 5).map_err(other)?;
+            let _ = writeln!(
+                t,
+                "{:<18} {:>7} {:>12.0} {:>12.0} {:>10.2} {:>12.2}",
+                o.fs,
+                u8::from(patched),
+                o.ns_per_op,
+                o.points_per_op,
+                o.ns_per_point,
+                o.ns_per_point * scale
+            );
+        }
+    }
+    Ok(t)
 }
 
 /// Seed 003's fallocate3 curves on the filesystems `ids` (`all`: every one), at `vcpus`

@@ -267,6 +267,11 @@ pub struct Point {
 
 /// The allocator and volume of a point: seed 003's fs, cold.
 fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
+    mount_with(cfg, n, cfg.fs.device.service_ns())
+}
+
+/// [`mount`] with reads of `read_ns` each (0 for the plain timings of [`calibrate`]).
+fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator), BenchError> {
     let vol = Volume::new(cfg.bytes)?;
     let geo = vol.geo;
     let used = union(
@@ -274,7 +279,7 @@ fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
         &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1),
     );
     let dev = MemSource::new(geo, &used)?
-        .with_load_cost(std::time::Duration::from_nanos(cfg.fs.device.service_ns()));
+        .with_load_cost(std::time::Duration::from_nanos(read_ns));
     let cpus = n.max(2);
     let settings = [format!(
         "prefetch_test_before_set={}",
@@ -293,6 +298,102 @@ fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
         .prefetch_threads(0)
         .build()?;
     Ok((vol, a))
+}
+
+/// The allocator's part of one fallocate3 operation: the truncate of `open(O_TRUNC)`, then
+/// the fallocate's calls until the file's blocks are placed.
+fn allocator_part(a: &Allocator, vol: &Volume, f: &mut File, cpu: u32) -> Result<(), BenchError> {
+    f.truncate(a)?;
+    while f.place < FILE_BLOCKS {
+        let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, cpu, vol);
+        let got = a.allocate(&req)?;
+        f.add(got.extent);
+    }
+    Ok(())
+}
+
+/// Counts the synchronisation points the scheduler would see, and does nothing else.
+#[derive(Default)]
+struct PointCounter(std::cell::Cell<u64>);
+
+impl PointCounter {
+    fn bump(&self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+impl Hook for PointCounter {
+    fn lock(&self, _: usize, _: &'static str) {
+        self.bump();
+    }
+    fn try_lock(&self, _: usize, _: &'static str) -> bool {
+        self.bump();
+        true
+    }
+    fn unlock(&self, _: usize, _: &'static str) {
+        self.bump();
+    }
+    fn is_locked(&self, _: usize, _: &'static str) -> bool {
+        self.bump();
+        false
+    }
+    fn wait(&self, _: usize, _: usize, _: &'static str) {}
+    fn notify_all(&self, _: usize) {}
+    fn atomic(&self, _: usize, _: Access) {
+        self.bump();
+    }
+    fn folio_ref(&self, _: u64) {
+        self.bump();
+    }
+}
+
+/// What the library's own fallocate3 operation costs on this machine, one task, reads free.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpTiming {
+    pub fs: &'static str,
+    pub patched: bool,
+    /// Median over `reps` of the mean real ns of an operation's allocator part, no hook.
+    pub ns_per_op: f64,
+    /// Synchronisation points of an operation (the same operations under a counting hook).
+    pub points_per_op: f64,
+    pub ns_per_point: f64,
+}
+
+/// Times `ops` operations of one task on `cfg`'s filesystem, `reps` times, after the cold mount's
+/// operations and a warm-up one (reads cost nothing here: what is timed is the walk and
+/// scan work between the points), and counts their points. The measurement behind
+/// `mballoc bench threads --calibrate --seed003 FS` (docs/vcpus.md, "What a point of the
+/// walk costs").
+pub fn time_operations(cfg: &Config, ops: u32, reps: u32) -> Result<OpTiming, BenchError> {
+    let (vol, a) = mount_with(cfg, 1, 0)?;
+    let mut f = File::new(FIRST_FILE_INO);
+    for _ in 0..cfg.mount_ops + cfg.warm_ops {
+        allocator_part(&a, &vol, &mut f, 0)?;
+    }
+    let counter = Rc::new(PointCounter::default());
+    let installed = vcpu::install(Rc::clone(&counter) as Rc<dyn Hook>);
+    for _ in 0..ops {
+        allocator_part(&a, &vol, &mut f, 0)?;
+    }
+    drop(installed);
+    let points_per_op = counter.0.get() as f64 / f64::from(ops.max(1));
+    let mut times = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t0 = Instant::now();
+        for _ in 0..ops {
+            allocator_part(&a, &vol, &mut f, 0)?;
+        }
+        times.push(t0.elapsed().as_nanos() as f64 / f64::from(ops.max(1)));
+    }
+    times.sort_by(f64::total_cmp);
+    let ns_per_op = times[times.len() / 2];
+    Ok(OpTiming {
+        fs: cfg.fs.id,
+        patched: cfg.patched,
+        ns_per_op,
+        points_per_op,
+        ns_per_point: ns_per_op / points_per_op.max(1.0),
+    })
 }
 
 /// One fallocate3 operation of `f`'s task on CPU `me`: open(O_TRUNC), fallocate, close.

@@ -9,7 +9,7 @@ use mballoc::vcpu::{self, Hook};
 use mballoc::{Allocator, MemSource, Policy, Request};
 
 use super::cost::Costs;
-use super::fallocate3::{filesystem, published, run_point, Config, Row};
+use super::fallocate3::{filesystem, published, run_point, time_operations, Config, Row};
 use super::io::Device;
 use super::sched::{Sched, VcpuHook};
 use crate::bench::threads::Volume;
@@ -146,6 +146,17 @@ fn the_switch_changes_the_prefetch_walk() {
         base.line_transfers_per_op,
         patched.line_transfers_per_op
     );
+}
+
+/// The plain timing counts the same points for the same operations every time (the count
+/// is the model's unit of work; only the ns are host-dependent).
+#[test]
+fn an_operations_points_are_counted_the_same_every_time() {
+    let one = time_operations(&small(false), 2, 1).unwrap();
+    let two = time_operations(&small(false), 2, 1).unwrap();
+    assert!(one.points_per_op > 1_000.0, "{} points", one.points_per_op);
+    assert_eq!(one.points_per_op, two.points_per_op);
+    assert!(one.ns_per_point > 0.0);
 }
 
 #[test]
