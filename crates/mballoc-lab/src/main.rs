@@ -96,6 +96,10 @@ struct BenchArgs {
     /// them all after seeds 000 and 001.
     #[arg(long, value_delimiter = ',', value_name = "FS,...")]
     seed003: Vec<String>,
+    /// With --calibrate: also time the library's fallocate3 operation on this ext4 image's
+    /// layout (the one `scripts/kernel_fallocate3.py` measured the kernel on).
+    #[arg(long, value_name = "IMAGE")]
+    seed003_image: Option<std::path::PathBuf>,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
@@ -108,6 +112,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             calibrate: a.calibrate,
             seeds: a.seeds,
             seed003: a.seed003,
+            seed003_image: a.seed003_image,
             svg: a.svg,
             json: a.json,
         });

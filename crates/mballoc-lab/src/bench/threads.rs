@@ -165,6 +165,16 @@ impl Volume {
         })
     }
 
+    /// A volume of a given geometry and in-use ranges (an image's).
+    #[cfg(feature = "vcpus")]
+    pub(crate) fn from_parts(geo: Geometry, used: Vec<(u64, u64)>, inodes_per_group: u32) -> Volume {
+        Volume {
+            geo,
+            used,
+            inodes_per_group,
+        }
+    }
+
     /// The layout's metadata in use, as absolute `(start, len)` ranges (the seed 003
     /// filesystems of the `vcpus` build add their fill to it).
     #[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
@@ -265,11 +275,17 @@ impl File {
 
     /// Truncate to 0: free every extent, drop the PAs, commit.
     pub(crate) fn truncate(&mut self, a: &Allocator) -> Result<(), BenchError> {
+        self.truncate_uncommitted(a)?;
+        a.commit()?;
+        Ok(())
+    }
+
+    /// [`File::truncate`] without the commit: the freed blocks wait for the next one.
+    pub(crate) fn truncate_uncommitted(&mut self, a: &Allocator) -> Result<(), BenchError> {
         for e in self.extents.drain(..) {
             a.free(self.ino, e)?;
         }
         a.discard_preallocations(self.ino);
-        a.commit()?;
         self.place = 0;
         Ok(())
     }

@@ -23,6 +23,8 @@ pub struct VcpuArgs {
     pub seeds: bool,
     /// Seed 003's filesystems to run alone (`all` = every one).
     pub seed003: Vec<String>,
+    /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on.
+    pub seed003_image: Option<std::path::PathBuf>,
     pub svg: Option<std::path::PathBuf>,
     pub json: bool,
 }
@@ -61,6 +63,9 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         if !a.seed003.is_empty() {
             t.push_str(&seed003_timings(&a.seed003, c.call_ns)?);
         }
+        if let Some(path) = &a.seed003_image {
+            t.push_str(&image_timings(path)?);
+        }
         return super::emit::out(&t);
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
@@ -97,6 +102,66 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return super::emit::outln(&text);
     }
     super::emit::out(&render(&curves))
+}
+
+/// jbd2 commits every 5 s (`JBD2_DEFAULT_MAX_COMMIT_AGE`); the kernel ran 614 fallocate3
+/// operations a second on the measured image (docs/measurements/kernel-fallocate3.json), so
+/// its frees waited about this many operations for their commit.
+#[cfg(feature = "vcpus")]
+const KERNEL_COMMIT_EVERY_OPS: u32 = 3_070;
+
+/// The kernel's warm-up on that image: 2 s, 1,987 operations (median of its runs).
+#[cfg(feature = "vcpus")]
+const IMAGE_WARM_OPS: u32 = 1_987;
+
+/// Operations counted at the kernel's cadence: about its 10 s measuring window (6,040 traced).
+#[cfg(feature = "vcpus")]
+const IMAGE_COUNTED_OPS: u32 = 6_000;
+
+/// The library's fallocate3 operation on an ext4 image's layout, one task, with a commit at
+/// every truncate (as the simulation) and at the kernel's cadence.
+#[cfg(feature = "vcpus")]
+fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
+    use mballoc_lab::vcpus::fallocate3::{time_operations_on_image, Cadence};
+    let mut t = format!(
+        "\nfallocate3 on {}, one task, reads free\n{:<28} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}\n",
+        path.display(),
+        "commits",
+        "patched",
+        "ns/op",
+        "points/op",
+        "ns/point",
+        "calls",
+        "groups"
+    );
+    let cadences = [
+        ("at every truncate", Cadence { warm: 3, commit_every: 1 }, 8, 5),
+        (
+            "every 3,070 ops (kernel)",
+            Cadence {
+                warm: IMAGE_WARM_OPS,
+                commit_every: KERNEL_COMMIT_EVERY_OPS,
+            },
+            IMAGE_COUNTED_OPS,
+            1,
+        ),
+    ];
+    for (name, cadence, ops, reps) in cadences {
+        for patched in [false, true] {
+            let o = time_operations_on_image(path, patched, cadence, ops, reps).map_err(other)?;
+            let _ = writeln!(
+                t,
+                "{name:<28} {:>7} {:>10.0} {:>10.0} {:>9.2} {:>8.2} {:>8.1}",
+                u8::from(patched),
+                o.ns_per_op,
+                o.points_per_op,
+                o.ns_per_point,
+                o.calls_per_op,
+                o.groups_scanned_per_op
+            );
+        }
+    }
+    Ok(t)
 }
 
 /// The library's own fallocate3 operations on seed 003's filesystems, one task, beside

@@ -63,6 +63,22 @@ pub const KERNEL_CALL_NS: f64 = 4_420.0;
 /// [`KERNEL_CALL_NS`]: ops/s with `mb_optimize_scan` 0 and 1.
 pub const KERNEL_OPS_1P: [f64; 2] = [127_324.0, 119_170.0];
 
+/// The kernel's fallocate3 on an aged 802 GiB image at 68 % use (files of 1-16 MiB until
+/// full, then 32 % of them removed at random), one task, this machine, 10 s traced after 2 s
+/// of warm-up: time inside `ext4_mb_new_blocks` per operation, and the rest of the operation
+/// (the loop's system calls, extent tree, truncate, journal handles), ns
+/// (`scripts/kernel_fallocate3.py --trace 10`, docs/measurements/kernel-fallocate3.json).
+pub const KERNEL_F3_ALLOC_NS_PER_OP: f64 = 1_595_928.0;
+pub const KERNEL_F3_OUTSIDE_NS_PER_OP: f64 = 59_779.0;
+
+/// The model's synchronisation points per fallocate3 operation on that image's layout (the
+/// same image, read by the lab), with the kernel's commit cadence (a commit every 3,070
+/// operations: 5 s at the kernel's 614 operations a second) over 6,000 operations after the
+/// kernel's 1,987 warm-up ones: `mballoc bench threads --calibrate --seed003-image IMAGE`
+/// (base side). The lab scans 233.8 groups and makes 4.88 allocator calls an operation there,
+/// the kernel 225.8 and 5.38. A count, the same on every machine.
+pub const F3_POINTS_PER_OP: f64 = 50_551.0;
+
 /// Published core-to-core latency (AnandTech, Zen 4 review, "up to 79.5 ns" across CCXs).
 pub const SERVER_TRANSFER_NS: u64 = 80;
 /// This machine: `scripts/line_transfer.c`.
@@ -105,6 +121,19 @@ impl Costs {
             transfer_ns,
             handoff_ns,
             outside_ns: (whole - KERNEL_CALL_NS).max(0.0).round() as u64,
+        }
+    }
+
+    /// Seed 003's fallocate3 runs: a point is the kernel's allocator time per fallocate3
+    /// operation over that operation's points, measured on the same layout (32 ns, where a
+    /// fallocate2 point is 84 ns: the kernel's per-call costs spread over ~10,000 points a
+    /// call instead of 52); `outside_ns` is the whole rest of a fallocate3 operation; the
+    /// interaction costs as [`Costs::new`] with `mb_optimize_scan=1`.
+    pub fn fallocate3(machine: Machine) -> Costs {
+        Costs {
+            point_ns: (KERNEL_F3_ALLOC_NS_PER_OP / F3_POINTS_PER_OP).round() as u64,
+            outside_ns: KERNEL_F3_OUTSIDE_NS_PER_OP.round() as u64,
+            ..Costs::new(machine, true)
         }
     }
 

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The real kernel's will-it-scale fallocate3 on a large, aged ext4 file system, one task.
+
+Seed 003's tables are fallocate3 (open-s4c fork, `tests/fallocate3.c`) on big, mostly full
+file systems. This script gives the same operation on this machine's kernel: a sparse loop
+image of `--size-gib` (default 802, the seed's "802G, 68 % used"), filled with files of
+1-16 MiB (`fallocate`, random sizes from `--seed`) until `--fill` of it is in use, then files
+removed at random until `--used` is in use, unmounted; then `--reps` times: mount (cold),
+one task loops `open(O_WRONLY|O_CREAT|O_TRUNC)`, `fallocate(fd, FALLOC_FL_KEEP_SIZE, 0,
+73819750)`, `close` for `--warmup` seconds, then counts its operations for `--seconds`;
+umount. The median ops/s is the figure. The image is kept (`--image`) so that the lab can
+read the same layout (`mballoc bench threads --calibrate --seed003-image IMAGE`).
+
+Needs root and a loop device. Not used by the tests: CI never mounts anything.
+
+usage: sudo python3 scripts/kernel_fallocate3.py [--size-gib 802] [--used 0.68] [--reps 3]
+                                                 [--out docs/measurements/kernel-fallocate3.json]
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "../../shared/kernel-lab"))
+import klab  # noqa: E402
+
+MOUNT = "/mnt/klab-fallocate3"
+FILESIZE = 73819750  # fallocate3.c's FILESIZE
+FALLOC_FL_KEEP_SIZE = 1
+MIB = 1 << 20
+
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+
+def used_share(mnt):
+    st = os.statvfs(mnt)
+    return 1.0 - st.f_bfree / st.f_blocks
+
+
+def fill(mnt, seed, fill_to, used):
+    """Files of 1-16 MiB until `fill_to` is in use, then random removals down to `used`."""
+    rng = random.Random(seed)
+    names = []
+    d = None
+    t0 = time.time()
+    while used_share(mnt) < fill_to:
+        if len(names) % 1000 == 0:
+            d = os.path.join(mnt, "fill%04d" % (len(names) // 1000))
+            os.makedirs(d, exist_ok=True)
+        name = os.path.join(d, "f%d" % len(names))
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, rng.randint(1, 16) * MIB)
+        except OSError:
+            os.close(fd)
+            os.unlink(name)
+            break
+        os.close(fd)
+        names.append(name)
+    klab.log("filled %d files to %.3f in %.0f s" % (len(names), used_share(mnt), time.time() - t0))
+    rng.shuffle(names)
+    removed = 0
+    while names and used_share(mnt) > used:
+        os.unlink(names.pop())
+        removed += 1
+    klab.log("removed %d files: %.3f in use" % (removed, used_share(mnt)))
+    return {"files_made": len(names) + removed, "files_removed": removed,
+            "used_share": used_share(mnt)}
+
+
+def fallocate3(mnt, warmup, seconds):
+    """One task's loop; ops/s over `seconds` after `warmup` seconds."""
+    path = os.path.join(mnt, "willitscale.0")
+
+    def op():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, FILESIZE) != 0:
+            e = ctypes.get_errno()
+            os.close(fd)
+            raise OSError(e, os.strerror(e))
+        os.close(fd)
+
+    end = time.perf_counter() + warmup
+    warm = 0
+    while time.perf_counter() < end:
+        op()
+        warm += 1
+    n = 0
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    while time.perf_counter() < end:
+        op()
+        n += 1
+    return warm, n / (time.perf_counter() - t0)
+
+
+EV_RE = re.compile(r"\s(\d+\.\d+): (ext4_request_blocks|ext4_allocate_blocks|ext4_mballoc_alloc):(.*)")
+
+
+def traced_window(mnt, dev, warmup, seconds):
+    """After `warmup` seconds of operations, `seconds` more with the allocator's entry and
+    exit tracepoints and `ext4_mballoc_alloc` on: per operation, the allocator calls, the time
+    inside `ext4_mb_new_blocks` (entry to exit, the mono clock) and the groups scanned."""
+    path = os.path.join(mnt, "willitscale.0")
+    fallocate3(mnt, warmup, 0.0)
+    evs = ["ext4:ext4_request_blocks", "ext4:ext4_allocate_blocks", "ext4:ext4_mballoc_alloc"]
+    with klab.TraceInstance(evs, filt="dev == %d" % klab.dev_t(dev), name="klab-f3") as t:
+        t.on()
+        t0 = time.perf_counter()
+        ops = 0
+        end = t0 + seconds
+        while time.perf_counter() < end:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, FILESIZE)
+            os.close(fd)
+            ops += 1
+        wall = time.perf_counter() - t0
+        t.off()
+        text = klab.read(t.p("trace"))
+        lost = t.overruns()
+    calls, inside, grps, start = 0, 0.0, 0, None
+    for line in text.splitlines():
+        m = EV_RE.search(line)
+        if not m:
+            continue
+        ts, ev, rest = float(m.group(1)), m.group(2), m.group(3)
+        if ev == "ext4_request_blocks":
+            start = ts
+        elif ev == "ext4_allocate_blocks" and start is not None:
+            calls += 1
+            inside += ts - start
+            start = None
+        elif ev == "ext4_mballoc_alloc":
+            g = re.search(r"grps (\d+)", rest)
+            grps += int(g.group(1)) if g else 0
+    return {"ops": ops, "wall_s": wall, "lost_events": lost, "allocator_calls": calls,
+            "calls_per_op": calls / max(ops, 1),
+            "allocator_us_per_op": 1e6 * inside / max(ops, 1),
+            "op_us": 1e6 * wall / max(ops, 1),
+            "groups_scanned_per_op": grps / max(ops, 1)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size-gib", type=int, default=802)
+    ap.add_argument("--used", type=float, default=0.68)
+    ap.add_argument("--fill", type=float, default=0.98)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=float, default=2.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--image", default="/tmp/klab-fallocate3.img")
+    ap.add_argument("--scan", type=int, default=1, help="mb_optimize_scan")
+    ap.add_argument("--reuse", action="store_true", help="measure on an existing --image")
+    ap.add_argument("--trace", type=float, default=0.0,
+                    help="seconds of one more run with the allocator's tracepoints on")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    layout = None
+    if not a.reuse:
+        with open(a.image, "wb") as f:
+            f.truncate(a.size_gib << 30)
+        klab.sh(["mkfs.ext4", "-q", "-F", "-E",
+                 "lazy_itable_init=1,lazy_journal_init=1,nodiscard", a.image])
+        with klab.loopdev(a.image) as dev, klab.mounted(dev, MOUNT, "ext4", "noinit_itable"):
+            layout = fill(MOUNT, a.seed, a.fill, a.used)
+    runs = []
+    for r in range(a.reps):
+        opts = "noinit_itable,mb_optimize_scan=%d" % a.scan
+        with klab.loopdev(a.image) as dev, klab.mounted(dev, MOUNT, "ext4", opts):
+            warm, rate = fallocate3(MOUNT, a.warmup, a.seconds)
+            os.unlink(os.path.join(MOUNT, "willitscale.0"))
+            klab.log("rep %d: %.1f ops/s (%d warm-up ops)" % (r + 1, rate, warm))
+            runs.append({"ops_per_s": rate, "warmup_ops": warm, "mb_optimize_scan": a.scan})
+    trace = None
+    if a.trace:
+        opts = "noinit_itable,mb_optimize_scan=%d" % a.scan
+        with klab.loopdev(a.image) as dev, klab.mounted(dev, MOUNT, "ext4", opts):
+            trace = traced_window(MOUNT, dev, a.warmup, a.trace)
+            os.unlink(os.path.join(MOUNT, "willitscale.0"))
+        klab.log("traced: %s" % trace)
+    out = {
+        "what": "will-it-scale fallocate3 (open-s4c tests/fallocate3.c loop), one task, "
+                "real ext4, cold mount per run",
+        "command": "sudo python3 scripts/kernel_fallocate3.py " + " ".join(sys.argv[1:]),
+        "kernel": platform.release(),
+        "size_gib": a.size_gib,
+        "used": a.used,
+        "fill": a.fill,
+        "seed": a.seed,
+        "layout": layout,
+        "warmup_s": a.warmup,
+        "seconds": a.seconds,
+        "runs": runs,
+        "traced": trace,
+        "median_ops_per_s": statistics.median(r["ops_per_s"] for r in runs) if runs else None,
+    }
+    text = json.dumps(out, indent=2)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
