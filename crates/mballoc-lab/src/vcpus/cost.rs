@@ -7,6 +7,8 @@
 //! | allocator work between two points | [`SEG_NS`] × [`Costs::work_scale`] | this machine: `mballoc bench vcpus --calibrate` times the real allocator between its synchronisation points, 1 CPU; scaled so one call costs the kernel's measured `ext4_mb_new_blocks` time |
 //! | kernel `ext4_mb_new_blocks`, 1 thread | 4,420 ns | this machine, `scripts/kernel_alloc_time.py --reps 3` (docs/performance.md) |
 //! | whole fallocate2 call, 1 process | 1e9 / 127,324 ns (`mb_optimize_scan=0`), 1e9 / 119,170 ns (=1) | this machine, same hour as the line above (docs/performance.md) |
+//! | seed 003's fallocate3: kernel time inside `ext4_mb_new_blocks` per operation, and outside it | 1,595,928 ns, 59,779 ns | this machine, `scripts/kernel_fallocate3.py --fill 1.0 --reps 3 --seconds 10 --trace 10` on an aged 802 GiB image (docs/measurements/kernel-fallocate3.json) |
+//! | points per fallocate3 operation on that image | 50,551 | counted by `mballoc bench threads --calibrate --seed003-image IMAGE` at the kernel's commit cadence |
 //! | cache-line transfer, server | 79.5 ns | AnandTech, Zen 4 core-to-core latency, cross-CCX worst case |
 //! | cache-line transfer, this machine | 29 ns | `scripts/line_transfer.c` ping-pong, fastest batch of 3 × 50 (other runs under load: 320, 578, 661) |
 //! | spinlock hand-off, this machine | 198 ns | `scripts/line_transfer.c` hand-off, fastest batch of 3 × 50 (others: 1,611, 2,596) |
