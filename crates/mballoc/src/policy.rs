@@ -38,7 +38,9 @@ impl Policy {
     /// One line saying what the preset is.
     pub fn describe(self) -> &'static str {
         match self {
-            Policy::Linux616 => "one stream goal under s_md_lock, waiting group locks, prefetch without test",
+            Policy::Linux616 => {
+                "one stream goal under s_md_lock, waiting group locks, prefetch without test"
+            }
             Policy::Linux618 => "kernel default: per-CPU stream goals, busy groups skipped",
             Policy::Proposed => {
                 "6.18 + cheap prefetch test + 32 MiB prealloc window + size classes"

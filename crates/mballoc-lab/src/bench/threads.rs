@@ -167,7 +167,11 @@ impl Volume {
 
     /// A volume of a given geometry and in-use ranges (an image's).
     #[cfg(feature = "vcpus")]
-    pub(crate) fn from_parts(geo: Geometry, used: Vec<(u64, u64)>, inodes_per_group: u32) -> Volume {
+    pub(crate) fn from_parts(
+        geo: Geometry,
+        used: Vec<(u64, u64)>,
+        inodes_per_group: u32,
+    ) -> Volume {
         Volume {
             geo,
             used,

@@ -135,7 +135,15 @@ fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
         "groups"
     );
     let cadences = [
-        ("at every truncate", Cadence { warm: 3, commit_every: 1 }, 8, 5),
+        (
+            "at every truncate",
+            Cadence {
+                warm: 3,
+                commit_every: 1,
+            },
+            8,
+            5,
+        ),
         (
             "every 3,070 ops (kernel)",
             Cadence {

@@ -274,8 +274,7 @@ fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator),
         vol.used(),
         &prefill_ranges(&geo, cfg.fs.used, Holes::Random, 1),
     );
-    let dev = MemSource::new(geo, &used)?
-        .with_load_cost(std::time::Duration::from_nanos(read_ns));
+    let dev = MemSource::new(geo, &used)?.with_load_cost(std::time::Duration::from_nanos(read_ns));
     let cpus = n.max(2);
     let settings = [format!(
         "prefetch_test_before_set={}",
@@ -403,7 +402,12 @@ pub fn time_operations_on_image(
     let a = Allocator::builder(start.geo)
         .source(Box::new(source))
         .cpus(2)
-        .tunables(crate::bench::tunables(Policy::Linux618, &start.geo, 2, &settings)?)
+        .tunables(crate::bench::tunables(
+            Policy::Linux618,
+            &start.geo,
+            2,
+            &settings,
+        )?)
         .lazy(true)
         .prefetch_threads(0)
         .build()?;
@@ -434,7 +438,7 @@ fn time_on(
     let mut done = 0u32;
     let mut op = |f: &mut File| {
         done = done.wrapping_add(1);
-        allocator_part(a, vol, f, 0, done % every == 0)
+        allocator_part(a, vol, f, 0, done.is_multiple_of(every))
     };
     for _ in 0..cadence.warm {
         op(&mut f)?;

@@ -316,7 +316,11 @@ fn md_locks(goal_md_lock: bool) -> (u64, u64, u64) {
 fn the_old_stream_goal_is_read_and_written_under_s_md_lock() {
     let (md, nested, stream) = md_locks(true);
     assert!(stream > 100, "{stream} stream allocations of 300");
-    assert_eq!(md, 2 * stream, "s_md_lock taken {md} times in {stream} stream allocations");
+    assert_eq!(
+        md,
+        2 * stream,
+        "s_md_lock taken {md} times in {stream} stream allocations"
+    );
     assert_eq!(nested, stream, "{nested} of {md} under a group lock");
     assert_eq!(md_locks(false).0, 0, "6.18 takes s_md_lock for the goal");
 }

@@ -190,13 +190,23 @@ fn seed003_rows_are_judged_by_sign_size_and_neutral_band() {
 #[test]
 fn fallocate3_costs_are_the_stored_kernel_measurement() {
     use super::cost::{KERNEL_F3_ALLOC_NS_PER_OP, KERNEL_F3_OUTSIDE_NS_PER_OP};
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/measurements/kernel-fallocate3.json");
-    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/measurements/kernel-fallocate3.json"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let t = &j["traced"];
     let alloc = t["allocator_us_per_op"].as_f64().unwrap() * 1e3;
     let outside = (t["op_us"].as_f64().unwrap() - t["allocator_us_per_op"].as_f64().unwrap()) * 1e3;
-    assert!((alloc - KERNEL_F3_ALLOC_NS_PER_OP).abs() < 1.0, "{alloc} against {KERNEL_F3_ALLOC_NS_PER_OP}");
-    assert!((outside - KERNEL_F3_OUTSIDE_NS_PER_OP).abs() < 1.0, "{outside} against {KERNEL_F3_OUTSIDE_NS_PER_OP}");
+    assert!(
+        (alloc - KERNEL_F3_ALLOC_NS_PER_OP).abs() < 1.0,
+        "{alloc} against {KERNEL_F3_ALLOC_NS_PER_OP}"
+    );
+    assert!(
+        (outside - KERNEL_F3_OUTSIDE_NS_PER_OP).abs() < 1.0,
+        "{outside} against {KERNEL_F3_OUTSIDE_NS_PER_OP}"
+    );
     assert_eq!(j["size_gib"], 802);
     assert_eq!(j["traced"]["lost_events"], 0);
 }
