@@ -124,15 +124,9 @@ const IMAGE_COUNTED_OPS: u32 = 6_000;
 fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
     use mballoc_lab::vcpus::fallocate3::{time_operations_on_image, Cadence};
     let mut t = format!(
-        "\nfallocate3 on {}, one task, reads free\n{:<28} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}\n",
+        "\nfallocate3 on {}, one task, reads free\n{}",
         path.display(),
-        "commits",
-        "patched",
-        "ns/op",
-        "points/op",
-        "ns/point",
-        "calls",
-        "groups"
+        timing_header("commits")
     );
     let cadences = [
         (
@@ -157,53 +151,63 @@ fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
     for (name, cadence, ops, reps) in cadences {
         for patched in [false, true] {
             let o = time_operations_on_image(path, patched, cadence, ops, reps).map_err(other)?;
-            let _ = writeln!(
-                t,
-                "{name:<28} {:>7} {:>10.0} {:>10.0} {:>9.2} {:>8.2} {:>8.1}",
-                u8::from(patched),
-                o.ns_per_op,
-                o.points_per_op,
-                o.ns_per_point,
-                o.calls_per_op,
-                o.groups_scanned_per_op
-            );
+            t.push_str(&timing_row(name, &o));
         }
     }
     Ok(t)
+}
+
+/// Seed 003's filesystems named in `ids` (`all`: every one).
+#[cfg(feature = "vcpus")]
+fn filesystems(ids: &[String]) -> Result<Vec<mballoc_lab::vcpus::fallocate3::Fs>, CliError> {
+    use mballoc_lab::vcpus::fallocate3::{filesystem, FILESYSTEMS};
+    if ids.iter().any(|i| i == "all") {
+        return Ok(FILESYSTEMS.to_vec());
+    }
+    ids.iter()
+        .map(|i| filesystem(i.trim()))
+        .collect::<Result<_, _>>()
+        .map_err(other)
+}
+
+/// The columns of a plain fallocate3 timing, the first named `first`.
+#[cfg(feature = "vcpus")]
+fn timing_header(first: &str) -> String {
+    format!(
+        "{first:<28} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}\n",
+        "patched", "ns/op", "points/op", "ns/point", "calls", "groups"
+    )
+}
+
+/// One plain fallocate3 timing under [`timing_header`].
+#[cfg(feature = "vcpus")]
+fn timing_row(first: &str, o: &mballoc_lab::vcpus::fallocate3::OpTiming) -> String {
+    format!(
+        "{first:<28} {:>7} {:>10.0} {:>10.0} {:>9.2} {:>8.2} {:>8.1}\n",
+        u8::from(o.patched),
+        o.ns_per_op,
+        o.points_per_op,
+        o.ns_per_point,
+        o.calls_per_op,
+        o.groups_scanned_per_op
+    )
 }
 
 /// The library's own fallocate3 operations on seed 003's filesystems as the simulation builds
 /// them, one task, beside fallocate2's plain call (`call_ns`, the same run).
 #[cfg(feature = "vcpus")]
 fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
-    use mballoc_lab::vcpus::fallocate3::{self as f3, FILESYSTEMS};
-    let chosen: Vec<f3::Fs> = if ids.iter().any(|i| i == "all") {
-        FILESYSTEMS.to_vec()
-    } else {
-        ids.iter()
-            .map(|i| f3::filesystem(i.trim()))
-            .collect::<Result<_, _>>()
-            .map_err(other)?
-    };
+    use mballoc_lab::vcpus::fallocate3 as f3;
+    let chosen = filesystems(ids)?;
     let mut t = format!(
         "\nfallocate3, one task, reads free, the library's own time (fallocate2 call: \
-         {call_ns:.1} ns)\n{:<18} {:>7} {:>12} {:>12} {:>10} {:>8} {:>8}\n",
-        "fs", "patched", "ns/op", "points/op", "ns/point", "calls", "groups"
+         {call_ns:.1} ns)\n{}",
+        timing_header("fs")
     );
     for fs in chosen {
         for patched in [false, true] {
             let o = f3::time_operations(&f3::Config::new(fs, patched), 8, 5).map_err(other)?;
-            let _ = writeln!(
-                t,
-                "{:<18} {:>7} {:>12.0} {:>12.0} {:>10.2} {:>8.2} {:>8.1}",
-                o.fs,
-                u8::from(patched),
-                o.ns_per_op,
-                o.points_per_op,
-                o.ns_per_point,
-                o.calls_per_op,
-                o.groups_scanned_per_op
-            );
+            t.push_str(&timing_row(o.fs, &o));
         }
     }
     Ok(t)
@@ -218,16 +222,8 @@ fn seed003(
     svg: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CliError> {
-    use mballoc_lab::vcpus::fallocate3::{self as f3, Config, FILESYSTEMS};
-    let all = ids.iter().any(|i| i == "all");
-    let chosen: Vec<f3::Fs> = if all {
-        FILESYSTEMS.to_vec()
-    } else {
-        ids.iter()
-            .map(|i| f3::filesystem(i.trim()))
-            .collect::<Result<_, _>>()
-            .map_err(other)?
-    };
+    use mballoc_lab::vcpus::fallocate3::{self as f3, Config};
+    let chosen = filesystems(ids)?;
     let mut ns: Vec<u32> = vcpus.to_vec();
     ns.sort_unstable();
     ns.dedup();
