@@ -258,6 +258,9 @@ pub struct Point {
     /// Bitmaps loaded while the N tasks ran, prefetch reads among them.
     pub bitmap_loads: u64,
     pub prefetch_loads: u64,
+    /// Journal commits while the N tasks ran (every 5 s of virtual time, or forced by an
+    /// ENOSPC; and one as each task ends): a truncate's frees wait for one.
+    pub commits: u64,
     /// Groups whose buddy was searched, per operation of the N tasks.
     pub groups_scanned_per_op: f64,
     /// Cache lines moved between CPUs, per operation of the N tasks (the group state words
@@ -519,6 +522,14 @@ fn operation(
     Ok(())
 }
 
+/// What the tasks of one run share besides the allocator.
+struct Tasks {
+    /// Tasks that have counted all their operations.
+    done: AtomicUsize,
+    /// The last 5 s epoch of virtual time whose commit ran.
+    commits: AtomicU64,
+}
+
 /// CPU `me`'s task: `warm + ops` operations, then more (not counted) until every task has
 /// counted its own, so that no task's counted operations run with fewer tasks around.
 /// Returns the ends of its operations, ns.
@@ -529,8 +540,7 @@ fn cpu_loop(
     a: &Allocator,
     vol: &Volume,
     want: usize,
-    done: &AtomicUsize,
-    commits: &AtomicU64,
+    shared: &Tasks,
 ) -> Result<Vec<u64>, BenchError> {
     s.start(me);
     let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
@@ -541,13 +551,17 @@ fn cpu_loop(
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
-    while (ends.len() < want || done.load(Ordering::Relaxed) < n) && s.clock(me) < MAX_VIRTUAL_NS {
-        operation(me, s, a, vol, &mut f, commits)?;
+    while (ends.len() < want || shared.done.load(Ordering::Relaxed) < n)
+        && s.clock(me) < MAX_VIRTUAL_NS
+    {
+        operation(me, s, a, vol, &mut f, &shared.commits)?;
         ends.push(s.clock(me));
         if ends.len() == want {
-            done.fetch_add(1, Ordering::Relaxed);
+            shared.done.fetch_add(1, Ordering::Relaxed);
         }
     }
+    // The task's file goes and is committed: after the lone task's mount-time operations
+    // the N tasks start on a file system without pending frees, as on a long-used one.
     f.truncate(a)?;
     drop(installed);
     s.finish(me);
@@ -563,15 +577,15 @@ fn run_tasks(
     want: usize,
 ) -> Result<Vec<Vec<u64>>, BenchError> {
     let n = s.clocks().len();
-    let done = AtomicUsize::new(0);
-    let commits = AtomicU64::new(0);
+    let shared = Tasks {
+        done: AtomicUsize::new(0),
+        commits: AtomicU64::new(0),
+    };
     let outs: Vec<Result<Vec<u64>, BenchError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..n)
             .map(|me| {
-                let (done, commits) = (&done, &commits);
-                sc.spawn(move || {
-                    cpu_loop(me, first_ino + me as u64, s, a, vol, want, done, commits)
-                })
+                let shared = &shared;
+                sc.spawn(move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, shared))
             })
             .collect();
         hs.into_iter().map(super::joined).collect()
@@ -635,6 +649,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         mount_io: alone.io_stats(),
         io: s.io_stats(),
         bitmap_loads: after.bitmap_loads - before.bitmap_loads,
+        commits: after.commits - before.commits,
         prefetch_loads: after.prefetch_loads - before.prefetch_loads,
         groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64 / all_ops,
         line_transfers_per_op: s.stats().line_transfers as f64 / all_ops,

@@ -159,6 +159,15 @@ fn an_operations_points_are_counted_the_same_every_time() {
     assert!(one.ns_per_point > 0.0);
 }
 
+/// A truncate's frees wait for jbd2's commit, every 5 s of virtual time: a point's few
+/// operations (milliseconds) commit only as each task ends, so no task reuses the blocks it
+/// just freed (red when the operation commits at its truncate: 11 commits).
+#[test]
+fn frees_wait_for_the_journal_commit() {
+    let p = run_point(&small(false), 2).unwrap();
+    assert_eq!(p.commits, 2, "{} commits by 2 tasks", p.commits);
+}
+
 #[test]
 fn the_same_seed003_point_gives_the_same_bytes() {
     let one = serde_json::to_string(&run_point(&small(false), 3).unwrap()).unwrap();
