@@ -104,25 +104,13 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     super::emit::out(&render(&curves))
 }
 
-/// jbd2 commits every 5 s (`JBD2_DEFAULT_MAX_COMMIT_AGE`); the kernel ran 614 fallocate3
-/// operations a second on the measured image (docs/measurements/kernel-fallocate3.json), so
-/// its frees waited about this many operations for their commit.
-#[cfg(feature = "vcpus")]
-const KERNEL_COMMIT_EVERY_OPS: u32 = 3_070;
-
-/// The kernel's warm-up on that image: 2 s, 1,987 operations (median of its runs).
-#[cfg(feature = "vcpus")]
-const IMAGE_WARM_OPS: u32 = 1_987;
-
-/// Operations counted at the kernel's cadence: about its 10 s measuring window (6,040 traced).
-#[cfg(feature = "vcpus")]
-const IMAGE_COUNTED_OPS: u32 = 6_000;
-
 /// The library's fallocate3 operation on an ext4 image's layout, one task, with a commit at
 /// every truncate (as the simulation) and at the kernel's cadence.
 #[cfg(feature = "vcpus")]
 fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
-    use mballoc_lab::vcpus::fallocate3::{time_operations_on_image, Cadence};
+    use mballoc_lab::vcpus::fallocate3::{
+        time_operations_on_image, Cadence, IMAGE_COUNTED_OPS, KERNEL_CADENCE,
+    };
     let mut t = format!(
         "\nfallocate3 on {}, one task, reads free\n{}",
         path.display(),
@@ -140,10 +128,7 @@ fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
         ),
         (
             "every 3,070 ops (kernel)",
-            Cadence {
-                warm: IMAGE_WARM_OPS,
-                commit_every: KERNEL_COMMIT_EVERY_OPS,
-            },
+            KERNEL_CADENCE,
             IMAGE_COUNTED_OPS,
             1,
         ),

@@ -433,6 +433,17 @@ pub struct Cadence {
     pub commit_every: u32,
 }
 
+/// The kernel's cadence on the measured image (docs/measurements/kernel-fallocate3.json): its
+/// 2 s warm-up, 1,987 operations (median of its runs), then a commit every 3,070 operations
+/// (jbd2's 5 s at its 614 operations a second).
+pub const KERNEL_CADENCE: Cadence = Cadence {
+    warm: 1_987,
+    commit_every: 3_070,
+};
+
+/// Operations counted at the kernel's cadence: about its 10 s measuring window (6,040 traced).
+pub const IMAGE_COUNTED_OPS: u32 = 6_000;
+
 /// Warm-up operations, then `ops` counted under a counting hook, then `reps` plain timings.
 fn time_on(
     vol: &Volume,

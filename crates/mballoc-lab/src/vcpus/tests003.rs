@@ -218,4 +218,22 @@ fn fallocate3_costs_are_the_stored_kernel_measurement() {
     );
     assert_eq!(j["size_gib"], 802);
     assert_eq!(j["traced"]["lost_events"], 0);
+    // The cadence the points were counted at: the kernel's warm-up and 5 s of its rate.
+    let median = j["median_ops_per_s"].as_f64().unwrap();
+    let every = f64::from(super::fallocate3::KERNEL_CADENCE.commit_every);
+    assert!(
+        (every - 5.0 * median).abs() <= 5.0,
+        "{every} against 5 s × {median}"
+    );
+    let mut warm: Vec<u64> = j["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["warmup_ops"].as_u64().unwrap())
+        .collect();
+    warm.sort_unstable();
+    assert_eq!(
+        u64::from(super::fallocate3::KERNEL_CADENCE.warm),
+        warm[warm.len() / 2]
+    );
 }
