@@ -13,13 +13,17 @@
  * thread is sometimes descheduled, and a batch with such a stall measures the host's
  * scheduler, not the line.
  *
- *   gcc -O2 -pthread -o line_transfer scripts/line_transfer.c && ./line_transfer
+ *   gcc -O2 -pthread -o line_transfer scripts/line_transfer.c && ./line_transfer [CPU_A CPU_B]
+ *
+ * CPU_A and CPU_B (default 0 and 1) choose the two cores, so that on a larger machine the
+ * nearest and the farthest pairs can both be measured.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define N 20000L
@@ -27,6 +31,7 @@
 static _Alignas(64) volatile long turn;
 static _Alignas(64) int lock;
 static _Alignas(64) volatile long count;
+static int cpus[2] = {0, 1};
 
 static double now(void)
 {
@@ -46,7 +51,7 @@ static void pin(int cpu)
 static void *pong(void *arg)
 {
 	long me = (long)arg;
-	pin((int)me);
+	pin(cpus[me]);
 	for (long i = 0; i < N; i++) {
 		while (__atomic_load_n(&turn, __ATOMIC_ACQUIRE) != me)
 			;
@@ -58,7 +63,7 @@ static void *pong(void *arg)
 static void *handoff(void *arg)
 {
 	long me = (long)arg;
-	pin((int)me);
+	pin(cpus[me]);
 	for (long i = 0; i < N; i++) {
 		while (__atomic_load_n(&count, __ATOMIC_ACQUIRE) % 2 != me)
 			;
@@ -107,12 +112,16 @@ static double fastest(double (*m)(void *(*)(void *)), void *(*f)(void *))
 	return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 3) {
+		cpus[0] = atoi(argv[1]);
+		cpus[1] = atoi(argv[2]);
+	}
 	double pp = fastest(run, pong);
 	double ho = fastest(run, handoff);
 	double lo = fastest(local, 0);
-	printf("transfer_ns %.1f handoff_ns %.1f local_lock_ns %.1f\n", pp / (2.0 * N) * 1e9,
+	printf("cpus %d %d transfer_ns %.1f handoff_ns %.1f local_lock_ns %.1f\n", cpus[0], cpus[1], pp / (2.0 * N) * 1e9,
 	       ho / (2.0 * N) * 1e9, lo / (2.0 * N) * 1e9);
 	return 0;
 }

@@ -69,6 +69,11 @@ pub struct Scenario {
         conflicts_with_all = ["threads", "image", "load_cost"]
     )]
     pub vcpus: Option<ThreadList>,
+    /// With `--vcpus`: whose costs (docs/vcpus.md): `server`, published server line costs;
+    /// `local`, this machine's; `xeon16`, the 16-core machine whose kernel was measured at
+    /// 1-16 processes.
+    #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16"])]
+    pub machine: String,
 }
 
 fn image_run(s: &str) -> Result<workload::ImageRun, String> {

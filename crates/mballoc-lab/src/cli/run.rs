@@ -95,6 +95,7 @@ fn vcpu_side<'a>(
         settings: sc.settings.iter().chain(own).cloned().collect(),
         fs_size: sc.fs_size,
         quick: sc.quick,
+        machine: sc.machine.clone(),
     }
 }
 

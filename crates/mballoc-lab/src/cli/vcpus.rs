@@ -46,11 +46,7 @@ pub fn cmd_bench_vcpus(_: &VcpuArgs) -> Result<(), CliError> {
 
 #[cfg(feature = "vcpus")]
 pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
-    let machine = if a.machine == "local" {
-        Machine::Local
-    } else {
-        Machine::Server
-    };
+    let machine = machine(&a.machine)?;
     if a.calibrate {
         let c = calibrate(200_000).map_err(other)?;
         let mut t = format!(
@@ -315,6 +311,19 @@ pub struct VcpuSide<'a> {
     pub settings: Vec<String>,
     pub fs_size: Option<u64>,
     pub quick: bool,
+    /// `--machine`'s name.
+    pub machine: String,
+}
+
+/// `--machine`'s name as the simulator's cost profile.
+#[cfg(feature = "vcpus")]
+fn machine(name: &str) -> Result<Machine, CliError> {
+    Machine::from_name(name).ok_or_else(|| {
+        CliError::Other(format!(
+            "unknown --machine {name:?}: one of {}",
+            Machine::NAMES.join(", ")
+        ))
+    })
 }
 
 /// The default binary has no simulator: the request is checked, then refused.
@@ -348,14 +357,13 @@ mod sim {
 
     use mballoc_lab::bench::threads::Pattern;
     use mballoc_lab::report::ComparisonTable;
-    use mballoc_lab::vcpus::cost::Machine;
     use mballoc_lab::vcpus::{run_with_placement, VcpuConfig, VcpuCurve, VcpuRun};
     use serde::Serialize;
 
     use super::super::args::Output;
     use super::super::config::validate_settings;
     use super::super::emit::outln;
-    use super::{check_vcpus, other, render, CliError, VcpuSide};
+    use super::{check_vcpus, machine, other, render, CliError, VcpuSide};
 
     /// Virtual time each CPU runs: as `bench threads --vcpus` (5 ms), 1 ms with `--quick`.
     const HORIZON_NS: u64 = 5_000_000;
@@ -373,7 +381,7 @@ mod sim {
     /// The configuration of `side`, checked.
     fn config(side: &VcpuSide) -> Result<VcpuConfig, CliError> {
         validate_settings(side.policy, &side.settings, side.fs_size)?;
-        let mut cfg = VcpuConfig::fallocate2(side.policy, &side.settings, Machine::Server);
+        let mut cfg = VcpuConfig::fallocate2(side.policy, &side.settings, machine(&side.machine)?);
         cfg.pattern = match side.workload {
             "appenders" => Pattern::Appenders,
             _ => Pattern::Fallocate2,

@@ -87,6 +87,18 @@ pub const SERVER_TRANSFER_NS: u64 = 80;
 pub const LOCAL_TRANSFER_NS: u64 = 29;
 pub const LOCAL_HANDOFF_NS: u64 = 198;
 
+/// A 16-core machine measured once, end to end (docs/measurements/kernel-fallocate2-xeon16.json:
+/// an Intel Xeon, family 6 model 207, 16 vCPUs of one KVM guest, kernel 6.18.44): the
+/// kernel's time in `ext4_mb_new_blocks` per fallocate2 call, one process, traced (median of
+/// 2 runs, `mb_optimize_scan` 0 and 1) — `scripts/kernel_fallocate2_scale.py --trace-reps 2`.
+pub const XEON16_CALL_NS: [f64; 2] = [1_374.0, 1_372.0];
+/// Whole fallocate2 calls per second there, one process, untraced (median of 3).
+pub const XEON16_OPS_1P: [f64; 2] = [397_247.0, 395_060.0];
+/// `scripts/line_transfer.c` there, the median of the CPU pairs 0-1, 0-2, 0-8 and 0-15
+/// (transfer 54.7-64.4 ns, hand-off 195-245 ns).
+pub const XEON16_TRANSFER_NS: u64 = 63;
+pub const XEON16_HANDOFF_NS: u64 = 224;
+
 /// Which machine's interaction costs a run uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -95,6 +107,43 @@ pub enum Machine {
     Server,
     /// This machine's measured figures (the 1-2 process check against the real kernel).
     Local,
+    /// The 16-core machine of `XEON16_*`: its own kernel's work costs and line costs, so
+    /// that the model's 1-16 CPU curve can be held against that kernel's measured one.
+    Xeon16,
+}
+
+impl Machine {
+    /// The names `--machine` takes.
+    pub const NAMES: [&'static str; 3] = ["server", "local", "xeon16"];
+
+    pub fn from_name(name: &str) -> Option<Machine> {
+        match name {
+            "server" => Some(Machine::Server),
+            "local" => Some(Machine::Local),
+            "xeon16" => Some(Machine::Xeon16),
+            _ => None,
+        }
+    }
+
+    /// The kernel's one-process allocator call (ns) and whole-call rate (ops/s) under
+    /// `mb_optimize_scan` = `scan`. The seeds' servers were not measured by us: `server`
+    /// keeps this machine's work costs and changes only the line costs.
+    fn kernel_call(self, scan: bool) -> (f64, f64) {
+        let i = usize::from(scan);
+        match self {
+            Machine::Server | Machine::Local => (KERNEL_CALL_NS, KERNEL_OPS_1P[i]),
+            Machine::Xeon16 => (XEON16_CALL_NS[i], XEON16_OPS_1P[i]),
+        }
+    }
+
+    /// Cache-line transfer and lock hand-off, ns.
+    fn lines(self) -> (u64, u64) {
+        match self {
+            Machine::Server => (SERVER_TRANSFER_NS, SERVER_TRANSFER_NS),
+            Machine::Local => (LOCAL_TRANSFER_NS, LOCAL_HANDOFF_NS),
+            Machine::Xeon16 => (XEON16_TRANSFER_NS, XEON16_HANDOFF_NS),
+        }
+    }
 }
 
 /// One run's costs.
@@ -112,17 +161,15 @@ pub struct Costs {
 impl Costs {
     /// The costs for `machine` under `mb_optimize_scan` = `scan`.
     pub fn new(machine: Machine, scan: bool) -> Costs {
-        let whole = 1e9 / KERNEL_OPS_1P[usize::from(scan)];
-        let (transfer_ns, handoff_ns) = match machine {
-            Machine::Server => (SERVER_TRANSFER_NS, SERVER_TRANSFER_NS),
-            Machine::Local => (LOCAL_TRANSFER_NS, LOCAL_HANDOFF_NS),
-        };
+        let (call_ns, ops_1p) = machine.kernel_call(scan);
+        let whole = 1e9 / ops_1p;
+        let (transfer_ns, handoff_ns) = machine.lines();
         Costs {
             machine,
-            point_ns: (KERNEL_CALL_NS / POINTS_PER_CALL).round() as u64,
+            point_ns: (call_ns / POINTS_PER_CALL).round() as u64,
             transfer_ns,
             handoff_ns,
-            outside_ns: (whole - KERNEL_CALL_NS).max(0.0).round() as u64,
+            outside_ns: (whole - call_ns).max(0.0).round() as u64,
         }
     }
 

@@ -446,3 +446,5 @@ pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
 mod tests;
 #[cfg(test)]
 mod tests003;
+#[cfg(test)]
+mod tests16;
