@@ -226,6 +226,11 @@ tunables! {
     /// `ext4: remove unnecessary s_md_lock on update s_mb_last_group`: seed 001's kernels.
     goal_md_lock: bool = false,
         "kernels before 6.17: the stream goal read and written under the global s_md_lock";
+    /// Take the file system's one `s_md_lock` for every freed extent that does not merge
+    /// into a pending free of its transaction, as `ext4_mb_free_metadata` does to put it on
+    /// the transaction's freed list (every kernel); off, a free takes no global lock.
+    free_md_lock: bool = true,
+        "every kernel: a freed extent that merges with no pending one takes the global s_md_lock";
     /// Test the "already read" flag before the atomic set in prefetch (seed 003).
     prefetch_test_before_set: bool = false,
         "seed 003: test the bitmap-read flag before the atomic set in prefetch";

@@ -149,6 +149,7 @@ fn cpu_loop(
     vol: &Volume,
     cfg: &VcpuConfig,
     last_group: &Mutex<Vec<Option<u32>>>,
+    mut f: File,
 ) -> Result<CpuOut, BenchError> {
     s.start(me);
     let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
@@ -156,7 +157,6 @@ fn cpu_loop(
         me,
     });
     let installed = vcpu::install(hook);
-    let mut f = File::new(FIRST_FILE_INO + me as u64);
     let (mut calls, mut collisions) = (0, 0);
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
@@ -166,8 +166,7 @@ fn cpu_loop(
         s.touch(me, J_STATE_LOCK, Access::Write, None);
         s.touch(me, TRANSACTION, Access::Write, None);
         s.touch(me, J_STATE_LOCK, Access::Write, None);
-        let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
-        let got = a.allocate(&req)?;
+        let got = allocate(a, &f.request(cfg.pattern, cfg.chunk, me as u32, vol))?;
         s.mark(me, Seg::CallEnd);
         let g = u32::try_from(got.extent.start / bpg).unwrap_or(u32::MAX);
         {
@@ -183,7 +182,9 @@ fn cpu_loop(
         f.add(got.extent);
         calls += 1;
         if f.place >= cfg.file_blocks {
-            f.truncate(a)?;
+            // The frees wait for jbd2's next commit (`ext4_mb_free_metadata`): every 5 s, far
+            // beyond a point's horizon, so none comes unless the space runs out.
+            f.truncate_uncommitted(a)?;
         }
     }
     drop(installed);
@@ -193,6 +194,49 @@ fn cpu_loop(
         collisions,
         extents: f.extents().to_vec(),
     })
+}
+
+/// One allocation; out of space with frees waiting for a commit, a commit and another try,
+/// three times at most (`ext4_should_retry_alloc`).
+fn allocate(a: &Allocator, req: &mballoc::Request) -> Result<mballoc::Allocation, BenchError> {
+    let mut retries = 0;
+    loop {
+        match a.allocate(req) {
+            Err(mballoc::Error::NoSpace { pending, .. }) if pending > 0 && retries < 3 => {
+                retries += 1;
+                a.commit()?;
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+/// The CPUs' files as a measurement window finds them: will-it-scale runs its tasks for a
+/// warm-up before it counts, by which time each task is somewhere in its file's cycle, not
+/// all at its start. CPU `me` starts `me / n` of the way through its file (the phases spread
+/// evenly), filled round-robin on one thread so the result is the same every time. A window
+/// of a few hundred calls per CPU then sees the truncates of steady state in proportion
+/// (one per `file_blocks / chunk` calls), where files all starting empty would reach none.
+fn staggered_files(
+    a: &Allocator,
+    vol: &Volume,
+    cfg: &VcpuConfig,
+    n: u32,
+) -> Result<Vec<File>, BenchError> {
+    let per_file = cfg.file_blocks / cfg.chunk.max(1);
+    let mut files: Vec<File> = (0..n)
+        .map(|me| File::new(FIRST_FILE_INO + u64::from(me)))
+        .collect();
+    let calls = |me: u32| (u64::from(me) * u64::from(per_file) / u64::from(n)) as u32;
+    for round in 0..calls(n.saturating_sub(1)) {
+        for (me, f) in (0..n).zip(files.iter_mut()) {
+            if round < calls(me) {
+                let got = allocate(a, &f.request(cfg.pattern, cfg.chunk, me, vol))?;
+                f.add(got.extent);
+            }
+        }
+    }
+    Ok(files)
 }
 
 /// A virtual CPU's thread's result; its panic becomes an error (a virtual deadlock named so).
@@ -247,14 +291,16 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
     let a = vol.allocator(cfg.policy()?, n.max(2), &cfg.settings)?;
-    let groups_before = a.stats().groups_scanned;
     let s = Sched::new(n as usize, Costs::new(cfg.machine, cfg.optimize_scan()));
     let last_group = Mutex::new(vec![None; n as usize]);
+    let files = staggered_files(&a, &vol, cfg, n)?;
+    let groups_before = a.stats().groups_scanned;
     let outs: Vec<Result<CpuOut, BenchError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..n as usize)
-            .map(|me| {
+            .zip(files)
+            .map(|(me, f)| {
                 let (s, a, vol, lg) = (&s, &a, &vol, &last_group);
-                sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg))
+                sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg, f))
             })
             .collect();
         hs.into_iter().map(joined).collect()

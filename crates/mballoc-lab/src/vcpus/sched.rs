@@ -36,7 +36,8 @@ pub enum LockKind {
     PaShard,
     /// A locality group's `lg_mutex`.
     Lg,
-    /// The file system's `s_md_lock` around the stream goal (`goal_md_lock`).
+    /// The file system's `s_md_lock`: around the stream goal (`goal_md_lock`) and on the
+    /// free path (`free_md_lock`).
     Md,
     /// Commit, pending frees, tunables and the rest.
     Other,

@@ -288,6 +288,7 @@ fn md_locks(goal_md_lock: bool) -> (u64, u64, u64) {
     let settings = [
         "nr_global_goals=1".to_string(),
         format!("goal_md_lock={}", u8::from(goal_md_lock)),
+        "free_md_lock=0".to_string(),
     ];
     let a = vol.allocator(Policy::Linux618, 2, &settings).unwrap();
     let rec = Rc::new(MdRecorder::default());
@@ -323,4 +324,38 @@ fn the_old_stream_goal_is_read_and_written_under_s_md_lock() {
     );
     assert_eq!(nested, stream, "{nested} of {md} under a group lock");
     assert_eq!(md_locks(false).0, 0, "6.18 takes s_md_lock for the goal");
+}
+
+/// `ext4_mb_free_metadata`: a freed extent that merges into a pending free of its own
+/// transaction returns before `s_md_lock`; one that does not takes it, under the group lock,
+/// to join the transaction's freed list. With `free_md_lock=0` a free takes nothing global.
+#[test]
+fn a_free_takes_s_md_lock_unless_it_merges_with_a_pending_one() {
+    let frees = |setting: &str| {
+        let vol = Volume::new(1 << 30).unwrap();
+        let a = vol
+            .allocator(Policy::Linux618, 2, &[setting.to_string()])
+            .unwrap();
+        let mut f = File::new(FIRST_FILE_INO);
+        while f.place < 256 {
+            let got = a
+                .allocate(&f.request(Pattern::Fallocate2, 2, 0, &vol))
+                .unwrap();
+            f.add(got.extent);
+        }
+        let [whole] = f.extents() else {
+            panic!("one extent expected: {:?}", f.extents())
+        };
+        let half = whole.len / 2;
+        let low = mballoc::Extent::new(whole.start, half);
+        let high = mballoc::Extent::new(whole.start + u64::from(half), half);
+        let rec = Rc::new(MdRecorder::default());
+        let installed = vcpu::install(Rc::clone(&rec) as Rc<dyn Hook>);
+        a.free(FIRST_FILE_INO, high).unwrap(); // new: takes the lock
+        a.free(FIRST_FILE_INO, low).unwrap(); // ends where `high` starts: merges
+        drop(installed);
+        (rec.md.get(), rec.md_under_group.get())
+    };
+    assert_eq!(frees("free_md_lock=1"), (1, 1));
+    assert_eq!(frees("free_md_lock=0"), (0, 0));
 }

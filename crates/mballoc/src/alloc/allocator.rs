@@ -50,9 +50,9 @@ pub struct Allocator {
     /// for the largest `nr_global_goals` allowed, so that readers need no indirection that
     /// `set_tunable` could swap; only the first `nr_global_goals` are in use.
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
-    /// `s_md_lock` as kernels before 6.17 took it around the stream goal (tunable
-    /// `goal_md_lock`): one lock for the whole file system, so every stream allocation
-    /// queues on it twice.
+    /// The file system's one `s_md_lock`, where the kernel takes it: around the stream goal
+    /// before 6.17 (tunable `goal_md_lock`: every stream allocation queues on it twice), and
+    /// for each freed extent that merges with no pending one (`free_md_lock`, every kernel).
     pub(crate) md_lock: Padded<Mutex<MdLock>>,
     /// Inode PAs by owner, locality-group PAs by CPU.
     pub(crate) pa: Preallocs,
@@ -109,8 +109,8 @@ pub struct Allocator {
     pub(crate) no_walk_shortcuts: bool,
 }
 
-/// What `s_md_lock` guards when it guards the stream goal: nothing of its own (the goal
-/// slots stay atomics); its type names the lock for the virtual-CPU simulator.
+/// What `s_md_lock` guards here: nothing of its own (the goal slots stay atomics, pending
+/// frees are listed per group); its type names the lock for the virtual-CPU simulator.
 pub(crate) struct MdLock;
 
 /// A held group lock (see [`Allocator::hold_group_lock`]); released on drop.

@@ -187,11 +187,17 @@ impl Allocator {
             self.after_buddy_free(c.group, st);
             return;
         }
-        st.pending.push(PendingFree {
+        let merged = st.add_pending(PendingFree {
             tid,
             start: c.start,
             len: c.len,
         });
+        if !merged && self.tun.load().free_md_lock {
+            // ext4_mb_free_metadata: list_add_tail to the transaction's s_freed_data_list
+            // under s_md_lock, the group lock held. The library's own list is per group and
+            // needs nothing global; the setting keeps the kernel's lock for the model.
+            drop(self.md_lock.lock());
+        }
         self.free_pending.add(i64::from(c.len));
         self.list_pending(c.group, st);
         self.check_group(&self.groups[c.group as usize], st);

@@ -142,6 +142,47 @@ pub struct IndexChange {
 }
 
 impl GroupState {
+    /// `ext4_mb_free_metadata`: records a free waiting for its transaction's commit, merged
+    /// into a pending free of the same transaction that ends where it starts or starts where
+    /// it ends (`ext4_freed_extents_can_be_merged`), else inserted in place. `pending` stays
+    /// sorted by start, so the neighbours are found by a binary search, as the kernel finds
+    /// them in `bb_free_root`. Returns whether it merged: a free that did not is added to the
+    /// transaction's list, which in the kernel takes `s_md_lock`.
+    pub fn add_pending(&mut self, p: PendingFree) -> bool {
+        let at = self.pending.partition_point(|q| q.start < p.start);
+        debug_assert!(
+            self.pending
+                .get(at)
+                .is_none_or(|q| q.start >= p.start + p.len),
+            "pending frees overlap at {p:?}"
+        );
+        let joins_prev = at > 0 && {
+            let q = self.pending[at - 1];
+            q.tid == p.tid && q.start + q.len == p.start
+        };
+        let joins_next = self
+            .pending
+            .get(at)
+            .is_some_and(|q| q.tid == p.tid && p.start + p.len == q.start);
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                let next = self.pending.remove(at);
+                self.pending[at - 1].len += p.len + next.len;
+            }
+            (true, false) => self.pending[at - 1].len += p.len,
+            (false, true) => {
+                let q = &mut self.pending[at];
+                q.start = p.start;
+                q.len += p.len;
+            }
+            (false, false) => {
+                self.pending.insert(at, p);
+                return false;
+            }
+        }
+        true
+    }
+
     /// Forgets the registered PA that starts at `start` (retired or used up).
     pub fn unregister_pa(&mut self, start: u32) {
         if let Some(i) = self.inode_pas.iter().position(|p| p.start == start) {
@@ -292,5 +333,37 @@ mod size_tests {
     #[test]
     fn a_group_is_one_cache_line_pair() {
         assert_eq!(std::mem::size_of::<super::Group>(), 128);
+    }
+}
+
+#[cfg(test)]
+mod pending_tests {
+    use super::*;
+
+    fn p(tid: u64, start: u32, len: u32) -> PendingFree {
+        PendingFree { tid, start, len }
+    }
+
+    /// `ext4_mb_free_metadata`'s merge: a free joins a neighbour of its own transaction on
+    /// either side (or both, closing the gap), never one of another transaction, and the
+    /// list stays sorted; only a free that joins nothing is a new entry.
+    #[test]
+    fn pending_frees_merge_with_neighbours_of_their_own_transaction() {
+        let mut st = GroupState::default();
+        assert!(!st.add_pending(p(1, 10, 2)));
+        assert!(!st.add_pending(p(1, 20, 2)));
+        assert!(st.add_pending(p(1, 12, 3)), "joins the left one");
+        assert!(st.add_pending(p(1, 18, 2)), "joins the right one");
+        assert_eq!(st.pending, vec![p(1, 10, 5), p(1, 18, 4)]);
+        assert!(st.add_pending(p(1, 15, 3)), "closes the gap");
+        assert_eq!(st.pending, vec![p(1, 10, 12)]);
+        assert!(!st.add_pending(p(2, 22, 1)), "another transaction");
+        assert!(
+            !st.add_pending(p(2, 4, 6)),
+            "ends where tid 1 starts, other tid"
+        );
+        assert_eq!(st.pending, vec![p(2, 4, 6), p(1, 10, 12), p(2, 22, 1)]);
+        assert!(st.add_pending(p(2, 23, 1)));
+        assert_eq!(st.pending.last(), Some(&p(2, 22, 2)));
     }
 }
