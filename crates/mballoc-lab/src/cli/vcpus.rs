@@ -422,6 +422,7 @@ mod sim {
             ("waiting_share".into(), p.waiting_share),
             ("groups_scanned_per_call".into(), pc.groups_scanned),
             ("goal_collisions_per_call".into(), pc.goal_collisions),
+            ("goal_hits_per_call".into(), pc.goal_hits),
             ("line_transfers_per_call".into(), pc.line_transfers),
             ("line_wait_ns_per_call".into(), pc.line_wait_ns),
             (
