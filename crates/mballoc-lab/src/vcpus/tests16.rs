@@ -87,16 +87,15 @@ fn two_vcpus_scale_as_two_processes_of_the_16_core_kernel() {
 
 /// Beyond 2 CPUs the model keeps more of its per-CPU rate than that kernel does. The measured
 /// ratios, model over kernel per CPU (each relative to its own 1-CPU rate), per (CPUs, scan):
-/// within ±25 % only at 4 CPUs with `mb_optimize_scan=0`. A change to the model that moves any
-/// of them by more than a tenth turns this red until the table (and docs/vcpus.md) says what
-/// the model does now.
+/// none within ±25 %. A change to the model that moves any of them by more than a tenth turns
+/// this red until the table (and docs/vcpus.md) says what the model does now.
 const CURVE: [(u32, bool, f64); 6] = [
-    (4, false, 1.25),
-    (4, true, 1.33),
-    (8, false, 1.71),
-    (8, true, 1.68),
-    (16, false, 3.06),
-    (16, true, 3.10),
+    (4, false, 1.29),
+    (4, true, 1.37),
+    (8, false, 1.75),
+    (8, true, 1.78),
+    (16, false, 3.16),
+    (16, true, 3.19),
 ];
 
 #[test]
