@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::cost::{Machine, XEON16_CALL_NS, XEON16_HANDOFF_NS, XEON16_OPS_1P, XEON16_TRANSFER_NS};
 use super::*;
+use crate::bench::median;
 
 fn stored() -> Value {
     let path = concat!(
@@ -23,16 +24,6 @@ fn kernel_per_process(j: &Value, scan: bool, n: u32) -> f64 {
         .as_f64()
         .unwrap();
     total / f64::from(n)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
 }
 
 /// The model per CPU at `n` CPUs, as the kernel ran: 4 GiB, linux-6.18, `scan`.
@@ -64,7 +55,14 @@ fn xeon16_costs_are_the_stored_measurement() {
         );
     }
     let pairs = j["line_transfer"].as_array().unwrap();
-    let of = |k: &str| median(pairs.iter().map(|p| p[k].as_f64().unwrap()).collect());
+    let of = |k: &str| {
+        median(
+            &pairs
+                .iter()
+                .map(|p| p[k].as_f64().unwrap())
+                .collect::<Vec<_>>(),
+        )
+    };
     assert_eq!(of("transfer_ns").round() as u64, XEON16_TRANSFER_NS);
     assert_eq!(of("handoff_ns").round() as u64, XEON16_HANDOFF_NS);
 }
