@@ -31,18 +31,15 @@ def window(evs, length, delay):
 
 def parse(text):
     waits, stacks, cur, begin = collections.Counter(), collections.Counter(), None, {}
-    allocs = []
-    lines = text.splitlines(); i = 0
-    pending = {}
-    for line in lines:
+    allocs, pending, cpu_of = [], {}, None
+    for line in text.splitlines():
         if line.startswith("#"): continue
         if line.startswith(" => "):
             if cur is not None: cur.append(line[4:].split("+")[0].strip())
             continue
         if cur is not None:
-            site = next((f for f in cur if not f.startswith(SKIP)), "?")
-            chain = " < ".join([f for f in cur if not f.startswith(SKIP)][:4])
-            pending[cpu_of] = chain
+            # the wait's site: its first four frames outside the locking code
+            pending[cpu_of] = " < ".join([f for f in cur if not f.startswith(SKIP)][:4])
             cur = None
         if ": " not in line: continue
         head, rest = line.split(": ", 1)
