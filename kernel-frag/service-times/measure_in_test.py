@@ -12,6 +12,13 @@ same fixed-identity mkfs) with stats=1 on every job and no group reporting, and
 stores per job name: the number of I/Os and fio's mean latency, each the median
 over the repetitions (in-test.json).  Nothing else changes, so the jobs
 interleave as in the reference runs.
+
+With --shape-out FILE it stores instead each job's completion-latency
+distribution per repetition: fio's clat percentile table (1st ... 99.99th) as a
+multiple of that repetition's mean clat (the points of a job with several
+copies averaged over its copies), so that the lab can spread a latency whose
+mean it takes from in-test.json (carried to the reference pace) without
+changing that mean.
 """
 import argparse
 import datetime
@@ -56,6 +63,19 @@ def per_job(fio):
             for k, v in out.items()}
 
 
+def shapes(fio):
+    """jobname -> {percentile: clat / mean clat}, averaged over the job's copies."""
+    acc = {}
+    for j in fio["jobs"]:
+        clat = j["write"]["clat_ns"]
+        pct, mean = clat.get("percentile"), clat.get("mean", 0.0)
+        if not pct or mean <= 0:
+            continue
+        acc.setdefault(j["jobname"], []).append({p: ns / mean for p, ns in pct.items()})
+    return {name: {p: statistics.mean(c[p] for c in copies) for p in copies[0]}
+            for name, copies in acc.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-gib", type=int, default=8)
@@ -63,6 +83,8 @@ def main():
     ap.add_argument("--tests", default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "in-test.json"))
     ap.add_argument("--kernel-lab", default="/work/shared/kernel-lab")
+    ap.add_argument("--shape-out", default=None,
+                    help="store the latency shapes (percentile / mean) here instead")
     a = ap.parse_args()
     sys.path.insert(0, a.kernel_lab)
     import klab  # noqa: E402
@@ -84,7 +106,13 @@ def main():
                     r = subprocess.run(cmd, capture_output=True, text=True, check=True)
             finally:
                 os.unlink(jf.name)
-            reps.append(per_job(json.loads(r.stdout)))
+            fio = json.loads(r.stdout)
+            reps.append(shapes(fio) if a.shape_out else per_job(fio))
+        if a.shape_out:
+            result[test] = {name: {"clat_over_mean_per_rep": [rp.get(name) for rp in reps]}
+                            for name in reps[0]}
+            print(test, sorted(result[test]), flush=True)
+            continue
         result[test] = {
             name: {
                 "ios": reps[0][name]["ios"],
@@ -97,6 +125,24 @@ def main():
         }
         print(test, {k: round(v["lat_ns_mean"] / 1e3, 1) for k, v in result[test].items()},
               flush=True)
+    if a.shape_out:
+        out = {
+            "what": "fio's completion-latency percentiles per job inside each scaled fsperf "
+                    "test (stats=1 on every job, no group reporting), each as a multiple of "
+                    "that repetition's mean clat; fresh ext4 image per repetition",
+            "command": "python3 kernel-frag/service-times/measure_in_test.py --size-gib %d "
+                       "--reps %d --shape-out %s" % (a.size_gib, a.reps,
+                                                     os.path.relpath(a.shape_out, HERE)),
+            "kernel": platform.release(),
+            "cpus": os.cpu_count(),
+            "started": started,
+            "reps": a.reps,
+            "tests": result,
+        }
+        with open(a.shape_out, "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
+        return
     out = {
         "what": "fio's mean latency per job inside each scaled fsperf test (stats=1 on every "
                 "job, no group reporting), fresh ext4 image; median over the repetitions",

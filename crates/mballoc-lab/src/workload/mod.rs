@@ -96,6 +96,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "fsperf tests: 1: each fallocate job makes its first call when real runs of the test made it (kernel-frag/timelines/, at the reference pace) instead of at time 0 (default 0)",
     ),
     (
+        "falloc_spread",
+        "fsperf tests: 0: every fallocate of a job costs the job's mean latency (default 1: drawn from the distribution fio measured for that job inside the test, kernel-frag/service-times/in-test-shape.json, with that mean)",
+    ),
+    (
         "ino_reuse",
         "1: a file created after an unlink gets the unlinked file's inode number, as ext4 gives the lowest free one (default 0: every create takes a new number)",
     ),

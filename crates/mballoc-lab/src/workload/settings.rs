@@ -27,6 +27,9 @@ pub struct LabSettings {
     /// fsperf tests: each fallocate job starts at its first call measured in real runs
     /// (`falloc_start=1`) instead of at time 0 (default).
     pub falloc_start: bool,
+    /// fsperf tests: a fallocate job's latency is drawn from the distribution measured inside
+    /// its test (on unless `falloc_spread=0`, which charges its mean every time).
+    pub falloc_spread: bool,
     /// An unlinked file's inode number goes to the next create, as in ext4 (`ino_reuse=1`);
     /// by default every create takes a new number.
     pub ino_reuse: bool,
@@ -56,6 +59,7 @@ impl Default for LabSettings {
             cluster_bits: 0,
             commit_clock: true,
             falloc_start: false,
+            falloc_spread: true,
             ino_reuse: false,
             journal: None,
             page_size: None,
@@ -150,6 +154,7 @@ impl LabSettings {
                 "cluster_kib" => s.cluster_bits = cluster_bits(name, v)?,
                 "commit_clock" => s.commit_clock = switch(name, v)?,
                 "falloc_start" => s.falloc_start = switch(name, v)?,
+                "falloc_spread" => s.falloc_spread = switch(name, v)?,
                 "ino_reuse" => s.ino_reuse = switch(name, v)?,
                 "journal" => s.journal = Some(switch(name, v)?),
                 "page_size" => {

@@ -15,7 +15,8 @@ pub const TESTS: [&str; 6] = [
     "funnysizeslow",
 ];
 
-/// The lab's seeds: as many as the real ext4 runs, so that like is compared with like.
+/// The size-class goal's seeds: as many as the real ext4 runs, so that like is compared with
+/// like (medians of nine).
 pub const SEEDS: std::ops::RangeInclusive<u64> = 1..=9;
 
 /// `kernel-frag/reference.json`.
@@ -46,10 +47,18 @@ pub fn lab(test: &str, policy: Policy, seed: u64, extra: &[&str]) -> RunResult {
     run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test} seed {seed}: {e}"))
 }
 
-/// Median of an odd number of values (the middle one).
+/// Arithmetic mean.
+pub fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = v.collect();
+    assert!(!v.is_empty());
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Median (the mean of the two middle values for an even count).
 pub fn median(v: impl Iterator<Item = f64>) -> f64 {
     let mut v: Vec<f64> = v.collect();
-    assert_eq!(v.len() % 2, 1, "median of an odd count: {v:?}");
+    assert!(!v.is_empty());
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    (v[(n - 1) / 2] + v[n / 2]) / 2.0
 }

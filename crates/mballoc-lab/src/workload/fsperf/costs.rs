@@ -1,6 +1,12 @@
 //! What one fio I/O costs on simulated time: measured, not chosen.
 //!
-//! * A `falloc` I/O costs fio's mean latency (`lat_ns`) for its call size, and a loop boundary
+//! * A `falloc` I/O of a job measured inside its test costs a latency drawn (seeded) from that
+//!   job's distribution: fio's clat percentile table in the test as a multiple of its mean
+//!   (`kernel-frag/service-times/in-test-shape.json`), times the job's mean latency there
+//!   carried to the reference runs' pace (`in-test.json`); the draw keeps that mean.
+//!   `falloc_spread=0` charges the mean itself.
+//! * A `falloc` I/O of a job not measured in its test costs fio's mean latency (`lat_ns`) for its
+//!   call size run alone, and a loop boundary
 //!   (close, unlink, create: fio times none of them) the per-loop overhead, both from
 //!   `kernel-frag/service-times/falloc-latency.json`: each call size run alone by fio on a fresh
 //!   8 GiB ext4 loop image (`kernel-frag/service-times/measure.py`). Sizes between two measured
@@ -28,6 +34,8 @@ use super::jobfile::{Engine, JobSpec};
 const FALLOC_LATENCY: &str =
     include_str!("../../../../../kernel-frag/service-times/falloc-latency.json");
 const IN_TEST: &str = include_str!("../../../../../kernel-frag/service-times/in-test.json");
+const IN_TEST_SHAPE: &str =
+    include_str!("../../../../../kernel-frag/service-times/in-test-shape.json");
 pub(crate) const REFERENCE: &str = include_str!("../../../../../kernel-frag/reference.json");
 
 /// The light traces of real runs (`kernel-frag/timelines/<test>.json`): when each fallocate
@@ -82,6 +90,9 @@ pub struct Costs {
     /// Mean latency of each fallocate job of this test measured inside the test (scale 0.5):
     /// job name → (call size, µs).
     in_test: BTreeMap<String, (u64, f64)>,
+    /// The shape of each of those jobs' latency distribution inside the test: `(cumulative
+    /// fraction, latency / mean)`, each point the median over the measurement's repetitions.
+    in_test_shape: BTreeMap<String, Latency>,
     /// write and fdatasync latency of an append (`None`: the test has no appenders).
     append: Option<(Latency, Latency)>,
     /// When each fallocate job of this test makes its first call, measured in real runs
@@ -113,6 +124,26 @@ impl Latency {
             .collect::<Option<_>>()?;
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         (points.len() >= 2).then_some(Latency { points })
+    }
+
+    /// The mean of the distribution [`Self::at`] samples: the inverse CDF is piecewise linear
+    /// between the points and flat beyond the outermost ones.
+    pub fn mean(&self) -> f64 {
+        let p = &self.points;
+        let (first, last) = (p[0], p[p.len() - 1]);
+        let inner: f64 = p
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0)
+            .sum();
+        first.0 * first.1 + inner + (1.0 - last.0) * last.1
+    }
+
+    /// This shape stretched so that its mean is `mean_us`.
+    pub fn with_mean(&self, mean_us: f64) -> Latency {
+        let k = mean_us / self.mean().max(f64::MIN_POSITIVE);
+        Latency {
+            points: self.points.iter().map(|&(q, v)| (q, v * k)).collect(),
+        }
     }
 
     /// The latency at cumulative fraction `u` in [0, 1), µs.
@@ -202,6 +233,30 @@ fn first_calls(timeline: &serde_json::Value, reference_ms: Option<f64>) -> BTree
         .collect()
 }
 
+/// A job's latency shape from its repetitions (`clat_over_mean_per_rep`: one fio percentile
+/// table per repetition, each point a multiple of that repetition's mean): per percentile the
+/// median over the repetitions that have it.
+fn median_shape(per_rep: &serde_json::Value) -> Option<Latency> {
+    let reps: Vec<&serde_json::Map<String, serde_json::Value>> = per_rep
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_object)
+        .collect();
+    let mut points: Vec<(f64, f64)> = reps
+        .first()?
+        .keys()
+        .map(|p| {
+            let mut v: Vec<f64> = reps.iter().filter_map(|r| r.get(p)?.as_f64()).collect();
+            v.sort_by(f64::total_cmp);
+            Some((p.parse::<f64>().ok()? / 100.0, median_sorted(&v)))
+        })
+        .collect::<Option<_>>()?;
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let monotone = points.windows(2).all(|w| w[0].1 <= w[1].1);
+    (points.len() >= 2 && monotone && points.iter().all(|p| p.1 > 0.0))
+        .then_some(Latency { points })
+}
+
 fn median_sorted(v: &[f64]) -> f64 {
     let n = v.len();
     if n % 2 == 1 {
@@ -251,6 +306,17 @@ impl Costs {
                 Some((j.name.clone(), (j.bs, us)))
             })
             .collect();
+        let shapes: serde_json::Value =
+            serde_json::from_str(IN_TEST_SHAPE).map_err(|e| parse_err("in-test-shape.json", e))?;
+        let in_test_shape = half
+            .jobs
+            .iter()
+            .filter(|j| j.engine == Engine::Falloc)
+            .filter_map(|j| {
+                let per_rep = &shapes["tests"][test][&j.name]["clat_over_mean_per_rep"];
+                Some((j.name.clone(), median_shape(per_rep)?))
+            })
+            .collect();
         let first_call = match TIMELINES.iter().find(|t| t.0 == test) {
             Some((_, text)) => first_calls(
                 &serde_json::from_str(text).map_err(|e| parse_err("timelines", e))?,
@@ -261,6 +327,7 @@ impl Costs {
         Ok(Costs {
             falloc,
             in_test,
+            in_test_shape,
             append,
             first_call,
         })
@@ -272,6 +339,7 @@ impl Costs {
         Costs {
             falloc: falloc.to_vec(),
             in_test: BTreeMap::new(),
+            in_test_shape: BTreeMap::new(),
             append: append_us.map(|(w, s)| (Latency::fixed(w), Latency::fixed(s))),
             first_call: BTreeMap::new(),
         }
@@ -300,6 +368,19 @@ impl Costs {
         match self.in_test.get(job) {
             Some(&(b, us)) if b == bs => us.round() as u64,
             _ => self.falloc_us(bs),
+        }
+    }
+
+    /// What one `fallocate` of `bs` bytes by job `job` costs: with `spread`, drawn from the
+    /// job's distribution measured inside the test, stretched to the mean of
+    /// [`Self::falloc_job_us`]; else (or where no distribution was measured) that mean.
+    pub fn falloc_job(&self, job: &str, bs: u64, spread: bool) -> Latency {
+        let mean = self.falloc_job_us(job, bs);
+        match self.in_test_shape.get(job) {
+            Some(shape) if spread && self.in_test.get(job).is_some_and(|m| m.0 == bs) => {
+                shape.with_mean(mean as f64)
+            }
+            _ => Latency::fixed(mean),
         }
     }
 
@@ -349,6 +430,9 @@ impl Costs {
         serde_json::json!({
             "falloc_lat_us_by_bs": self.falloc.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
             "falloc_lat_us_in_test": self.in_test,
+            "falloc_lat_shape_in_test": self.in_test_shape.iter()
+                .map(|(k, l)| (k.clone(), l.points.clone()))
+                .collect::<BTreeMap<_, _>>(),
             "falloc_first_call_us_by_bs": self.first_call,
             "loop_overhead_us_by_bs": self.falloc.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(),
             "append_write_us_by_fraction": self.append.as_ref().map(|a| &a.0.points),
@@ -356,6 +440,7 @@ impl Costs {
             "sources": [
                 "kernel-frag/service-times/falloc-latency.json",
                 "kernel-frag/service-times/in-test.json",
+                "kernel-frag/service-times/in-test-shape.json",
                 "kernel-frag/reference.json",
                 "kernel-frag/timelines/",
             ],
@@ -372,6 +457,7 @@ mod tests {
         let c = Costs {
             falloc: vec![(1 << 20, 10.0, 100.0), (3 << 20, 30.0, 300.0)],
             in_test: BTreeMap::new(),
+            in_test_shape: BTreeMap::new(),
             append: None,
             first_call: BTreeMap::new(),
         };
@@ -441,6 +527,51 @@ mod tests {
             .unwrap()
             .first_call
             .is_empty());
+    }
+
+    /// A measured shape is stretched to the job's mean: the draws keep the mean that sets the
+    /// job's pace, and spread around it as fio saw.
+    #[test]
+    fn fallocate_latencies_spread_around_the_measured_mean() {
+        let l = Latency {
+            points: vec![(0.0, 1.0), (0.5, 1.0), (1.0, 3.0)],
+        };
+        assert!((l.mean() - 1.5).abs() < 1e-12);
+        assert!((l.with_mean(300.0).mean() - 300.0).abs() < 1e-9);
+        let per_rep = serde_json::json!([
+            {"1.000000": 0.5, "50.000000": 0.9, "99.000000": 3.0},
+            {"1.000000": 0.7, "50.000000": 1.0, "99.000000": 2.0},
+            null,
+            {"1.000000": 0.6, "50.000000": 1.1, "99.000000": 4.0},
+        ]);
+        let shape = median_shape(&per_rep).unwrap();
+        assert_eq!(shape.points, vec![(0.01, 0.6), (0.5, 1.0), (0.99, 3.0)]);
+        assert!(median_shape(&serde_json::json!([{"1.0": 2.0, "50.0": 1.0}])).is_none());
+        // Every fallocate job of every test has a stored shape; its draws average its mean.
+        for t in &super::super::TESTS {
+            let c = Costs::measured(t.name).unwrap();
+            let half = super::super::jobs_of(t.name, 0.5).unwrap();
+            for j in half.jobs.iter().filter(|j| j.engine == Engine::Falloc) {
+                let mean = c.falloc_job_us(&j.name, j.bs) as f64;
+                let spread = c.falloc_job(&j.name, j.bs, true);
+                assert!(spread.points.len() > 2, "{} {}", t.name, j.name);
+                let n = 100_000;
+                let avg = (0..n)
+                    .map(|i| spread.at((f64::from(i) + 0.5) / f64::from(n)) as f64)
+                    .sum::<f64>()
+                    / f64::from(n);
+                assert!(
+                    (avg / mean - 1.0).abs() < 0.01,
+                    "{} {} {avg} {mean}",
+                    t.name,
+                    j.name
+                );
+                assert_eq!(
+                    c.falloc_job(&j.name, j.bs, false),
+                    Latency::fixed(mean as u64)
+                );
+            }
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ use super::error::LabError;
 use super::exec::{run_jobs, Job};
 use super::measure::Output;
 use super::rng::Rng;
+use super::settings::LabSettings;
 use super::setup::{build, Env, FsSpec};
 use super::{Progress, RunConfig};
 use crate::fs::{File, Task};
@@ -329,12 +330,12 @@ impl FioJob {
         test: &str,
         rng: Rng,
         journal: Arc<Mutex<CommitClock>>,
-        measured_start: bool,
+        lab: &LabSettings,
     ) -> Result<FioJob, LabError> {
         let (io, start) = match spec.engine {
             Engine::Falloc => (
-                Latency::fixed(costs.falloc_job_us(&spec.name, spec.bs)),
-                if measured_start {
+                costs.falloc_job(&spec.name, spec.bs, lab.falloc_spread),
+                if lab.falloc_start {
                     costs.falloc_start_us(spec.bs)
                 } else {
                     0
@@ -522,7 +523,7 @@ pub fn run(cfg: &RunConfig, progress: &dyn Progress) -> Result<(Env, Output), La
                 &cfg.workload,
                 rng,
                 Arc::clone(&journal),
-                env.lab.falloc_start,
+                &env.lab,
             )?);
         }
     }

@@ -71,7 +71,16 @@ fn job(text: &str) -> FioJob {
         Latency::fixed(100),
         Rng::new(2),
     )));
-    FioJob::new(spec, 0, &costs(), "t", Rng::new(1), journal, false).unwrap()
+    FioJob::new(
+        spec,
+        0,
+        &costs(),
+        "t",
+        Rng::new(1),
+        journal,
+        &LabSettings::default(),
+    )
+    .unwrap()
 }
 
 /// Runs one job to its end; returns the files it kept and the used blocks after a commit.
@@ -243,6 +252,11 @@ fn commits_release_frees_at_their_end_on_the_clock() {
 
 /// `test` at scale 0.5 on 8 GiB, linux-6.18, seed 1, at most `ops` I/Os per job.
 fn half_scale(test: &str, ops: u64, extra: &[&str]) -> crate::workload::RunResult {
+    half_scale_seed(test, ops, 1, extra)
+}
+
+/// [`half_scale`] with another seed.
+fn half_scale_seed(test: &str, ops: u64, seed: u64, extra: &[&str]) -> crate::workload::RunResult {
     let mut settings = vec!["scale=0.5".to_string(), format!("ops={ops}")];
     settings.extend(extra.iter().map(|s| s.to_string()));
     let cfg = crate::workload::RunConfig {
@@ -251,7 +265,7 @@ fn half_scale(test: &str, ops: u64, extra: &[&str]) -> crate::workload::RunResul
         settings,
         threads: 1,
         fs_size: 8 << 30,
-        seed: 1,
+        seed,
         quick: false,
         load_cost_ns: 0,
         image: None,
@@ -283,4 +297,19 @@ fn measured_first_calls_delay_the_large_fallocate_jobs() {
     let (at_once, measured) = (elapsed(&[]), elapsed(&["falloc_start=1"]));
     assert!(measured > at_once + 1.0, "{measured} vs {at_once}");
     assert!(crate::workload::settings::LabSettings::parse(&["falloc_start=2".into()]).is_err());
+}
+
+/// A test of fallocate jobs alone has no other draw than the fallocate latencies: with their
+/// spread two seeds interleave the jobs differently and end apart; at the mean
+/// (`falloc_spread=0`) every seed is the same run.
+#[test]
+fn fallocate_latency_spread_makes_the_seed_matter() {
+    let end = |seed: u64, extra: &[&str]| {
+        let r = half_scale_seed("correlatedlifetimes", 64, seed, extra);
+        (r.scalars["sim_elapsed_s"], r.scalars["frag_pct_mean"])
+    };
+    assert_eq!(end(1, &["falloc_spread=0"]), end(2, &["falloc_spread=0"]));
+    assert_ne!(end(1, &[]).0, end(2, &[]).0);
+    assert_eq!(end(3, &[]), end(3, &[]));
+    assert!(crate::workload::settings::LabSettings::parse(&["falloc_spread=x".into()]).is_err());
 }
