@@ -6,9 +6,9 @@
 //! Why means of many seeds: single runs vary widely on both sides (real
 //! bufferedappendvsfallocate: 14.3 … 38.8 over the nine), and correlatedlifetimes is bimodal on
 //! both: 5 of the 9 real runs leave no fragmented group, 4 leave one at 10–21 %; the lab, with
-//! its fallocate latencies drawn from fio's measured distributions, leaves none on 12 of seeds
-//! 1–30 and one at 0.20–32.23 % on the others. A median of such a sample picks a mode by coin
-//! toss (lab seeds 1–9: 12.89 against a real median of 0); the mean estimates the expected fragmentation. A lab run costs
+//! its fallocate latencies drawn from fio's measured distributions, leaves none on 11 of seeds
+//! 1–30 and one at 0.10–25.78 % on the others. A median of such a sample picks a mode by chance
+//! (lab seeds 1–9: 6.45 against a real median of 0); the mean estimates the expected fragmentation. A lab run costs
 //! milliseconds, so its side takes 30 seeds and its sampling error stays well inside the
 //! tolerance. (This test compared medians of seeds 1–9 until the fallocate latency spread was
 //! modelled; the medians are printed beside the means.)
@@ -29,7 +29,8 @@ const SEEDS: std::ops::RangeInclusive<u64> = 1..=30;
 
 /// `(test, metric, lab / kernel − 1 when recorded)`. None at present: the last one, foursizes
 /// `frag_pct_mean` (+27 % on medians of nine, +19 % on means), came inside with the fallocate
-/// latency spread (`docs/fsperf.md`, "The foursizes gap").
+/// latency spread, the wall-time pace of a test without appenders and inode-number reuse
+/// (`docs/fsperf.md`, "Against real ext4").
 const KNOWN_MISSES: &[(&str, &str, f64)] = &[];
 
 /// `within` when `|lab − kernel| ≤ 25 % of kernel` (a kernel 0 needs a lab 0).

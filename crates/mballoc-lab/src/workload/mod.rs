@@ -101,7 +101,7 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "ino_reuse",
-        "1: a file created after an unlink gets the unlinked file's inode number, as ext4 gives the lowest free one (default 0: every create takes a new number)",
+        "0: every create takes a new inode number (default 1: the lowest free one, so a file created after an unlink gets the unlinked file's number, as ext4's find_inode_bit gives it with a journal)",
     ),
     (
         "journal",

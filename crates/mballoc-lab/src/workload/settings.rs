@@ -30,8 +30,9 @@ pub struct LabSettings {
     /// fsperf tests: a fallocate job's latency is drawn from the distribution measured inside
     /// its test (on unless `falloc_spread=0`, which charges its mean every time).
     pub falloc_spread: bool,
-    /// An unlinked file's inode number goes to the next create, as in ext4 (`ino_reuse=1`);
-    /// by default every create takes a new number.
+    /// A create takes the lowest free inode number, so an unlinked file's number goes to the
+    /// next create, as ext4's `find_inode_bit` does with a journal (on unless `ino_reuse=0`,
+    /// which gives every create a new number).
     pub ino_reuse: bool,
     /// `journal=0`: a filesystem without a journal (frees reusable at once); default: the
     /// image's `has_journal`, or a journal.
@@ -60,7 +61,7 @@ impl Default for LabSettings {
             commit_clock: true,
             falloc_start: false,
             falloc_spread: true,
-            ino_reuse: false,
+            ino_reuse: true,
             journal: None,
             page_size: None,
             tunables: Vec::new(),

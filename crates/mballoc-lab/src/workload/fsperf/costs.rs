@@ -3,7 +3,8 @@
 //! * A `falloc` I/O of a job measured inside its test costs a latency drawn (seeded) from that
 //!   job's distribution: fio's clat percentile table in the test as a multiple of its mean
 //!   (`kernel-frag/service-times/in-test-shape.json`), times the job's mean latency there
-//!   carried to the reference runs' pace (`in-test.json`); the draw keeps that mean.
+//!   carried to the reference runs' pace (`in-test.json`; by the appenders' runtime, or by the
+//!   test's wall time in a test without appenders); the draw keeps that mean.
 //!   `falloc_spread=0` charges the mean itself.
 //! * A `falloc` I/O of a job not measured in its test costs fio's mean latency (`lat_ns`) for its
 //!   call size run alone, and a loop boundary
@@ -178,6 +179,44 @@ fn appender_pace(
         .collect()
 }
 
+/// For a test without appenders, the same carry by the one runtime both sides have: the test's
+/// wall time. Per repetition, the reference runs' fio wall time (median of the runs the lab
+/// takes its inputs from, `input_reps`) over that repetition's longest job runtime. `None`
+/// without both figures.
+fn wall_pace(measured: &serde_json::Value, ext4: &serde_json::Value) -> Option<Vec<f64>> {
+    let inputs: Vec<u64> = ext4["input_reps"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_u64)
+        .collect();
+    let mut walls: Vec<f64> = ext4["reps"]
+        .as_array()?
+        .iter()
+        .zip(ext4["runs"].as_array()?)
+        .filter(|(rep, _)| rep.as_u64().is_some_and(|r| inputs.contains(&r)))
+        .filter_map(|(_, run)| run["wall_s"].as_f64())
+        .collect();
+    if walls.is_empty() {
+        return None;
+    }
+    walls.sort_by(f64::total_cmp);
+    let reference_ms = median_sorted(&walls) * 1e3;
+    let jobs = measured.as_object()?;
+    let reps = jobs
+        .values()
+        .filter_map(|j| j["runtime_ms_per_rep"].as_array().map(Vec::len))
+        .max()?;
+    (0..reps)
+        .map(|i| {
+            let longest = jobs
+                .values()
+                .filter_map(|j| j["runtime_ms_per_rep"][i].as_f64())
+                .fold(0.0, f64::max);
+            (longest > 0.0).then(|| reference_ms / longest)
+        })
+        .collect()
+}
+
 /// A fallocate job's mean latency inside its test, µs: with `pace`, each repetition's latency
 /// carried to the reference runs' pace and the median of them taken; without, the stored
 /// median as measured.
@@ -296,7 +335,8 @@ impl Costs {
             serde_json::from_str(IN_TEST).map_err(|e| parse_err("in-test.json", e))?;
         let half = super::jobs_of(test, 0.5)?;
         let measured = &in_test_json["tests"][test];
-        let pace = appender_pace(&half.jobs, measured, med["append_runtime_ms"].as_f64());
+        let pace = appender_pace(&half.jobs, measured, med["append_runtime_ms"].as_f64())
+            .or_else(|| wall_pace(measured, &reference["tests"][test]["ext4"]));
         let in_test = half
             .jobs
             .iter()
@@ -504,6 +544,27 @@ mod tests {
         let c = Costs::measured("funnysizeslow").unwrap();
         let large = c.falloc_job_us("large", 127 << 20);
         assert!((7000..8500).contains(&large), "{large}");
+    }
+
+    /// A test without appenders is carried to the reference pace by its wall time: the
+    /// reference input runs' median wall over each repetition's longest job.
+    #[test]
+    fn a_test_without_appenders_follows_its_wall_time() {
+        let ext4 = serde_json::json!({
+            "reps": [0, 1, 2, 3], "input_reps": [0, 1, 2],
+            "runs": [{"wall_s": 4.0}, {"wall_s": 5.0}, {"wall_s": 9.0}, {"wall_s": 100.0}],
+        });
+        let measured = serde_json::json!({
+            "a": {"runtime_ms_per_rep": [2500, 10000]},
+            "b": {"runtime_ms_per_rep": [10000, 4000]},
+        });
+        assert_eq!(wall_pace(&measured, &ext4), Some(vec![0.5, 0.5]));
+        assert_eq!(wall_pace(&measured, &serde_json::json!({})), None);
+        // correlatedlifetimes' stored figures: its reference runs went about twice as fast as
+        // the measurement runs, and the lab's run lasts as long as theirs.
+        let c = Costs::measured("correlatedlifetimes").unwrap();
+        let small = c.falloc_job_us("small-short", 128 << 10);
+        assert!((8..13).contains(&small), "{small}");
     }
 
     /// Each run's first call is carried to the reference pace, then the median is taken per
