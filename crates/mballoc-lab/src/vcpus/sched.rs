@@ -505,6 +505,10 @@ impl Hook for VcpuHook {
     fn atomic(&self, addr: usize, access: Access) {
         self.sched.touch(self.me, addr, access, Some(Seg::Atomic));
     }
+    fn bitmap_csum(&self, bytes: u32) {
+        let ns = self.sched.costs.csum_ns(bytes);
+        self.sched.work(self.me, ns);
+    }
     fn io_submit(&self, dev: usize, block: u64, ns: u64) {
         self.sched.io(self.me, (dev, block), ns, false);
     }

@@ -249,9 +249,18 @@ struct MdRecorder {
     group_held: std::cell::Cell<u32>,
     md: std::cell::Cell<u64>,
     md_under_group: std::cell::Cell<u64>,
+    csums: std::cell::Cell<u64>,
+    csums_under_group: std::cell::Cell<u64>,
 }
 
 impl Hook for MdRecorder {
+    fn bitmap_csum(&self, bytes: u32) {
+        assert_eq!(bytes, 4096, "a 32768-block group's bitmap");
+        self.csums.set(self.csums.get() + 1);
+        if self.group_held.get() > 0 {
+            self.csums_under_group.set(self.csums_under_group.get() + 1);
+        }
+    }
     fn lock(&self, _: usize, what: &'static str) {
         match LockKind::of(what) {
             LockKind::Group => self.group_held.set(self.group_held.get() + 1),
@@ -358,4 +367,30 @@ fn a_free_takes_s_md_lock_unless_it_merges_with_a_pending_one() {
     };
     assert_eq!(frees("free_md_lock=1"), (1, 1));
     assert_eq!(frees("free_md_lock=0"), (0, 0));
+}
+
+/// `ext4_mb_mark_context` checksums the whole bitmap before it unlocks the group, at every
+/// marking: each allocation that takes blocks (a scan's or an inode PA's) and each freed
+/// piece, all under the group lock.
+#[test]
+fn every_marking_checksums_the_bitmap_under_the_group_lock() {
+    let vol = Volume::new(1 << 30).unwrap();
+    let a = vol.allocator(Policy::Linux618, 2, &[]).unwrap();
+    let rec = Rc::new(MdRecorder::default());
+    let installed = vcpu::install(Rc::clone(&rec) as Rc<dyn Hook>);
+    let mut f = File::new(FIRST_FILE_INO);
+    let mut calls = 0;
+    while f.place < 256 {
+        let got = a
+            .allocate(&f.request(Pattern::Fallocate2, 2, 0, &vol))
+            .unwrap();
+        f.add(got.extent);
+        calls += 1;
+    }
+    assert_eq!(rec.csums.get(), calls, "one checksum per allocation");
+    let pieces = f.extents().len() as u64;
+    f.truncate(&a).unwrap();
+    drop(installed);
+    assert_eq!(rec.csums.get(), calls + pieces, "and one per freed piece");
+    assert_eq!(rec.csums_under_group.get(), rec.csums.get());
 }

@@ -88,12 +88,12 @@ fn two_vcpus_scale_as_two_processes_of_the_16_core_kernel() {
 /// none within ±25 %. A change to the model that moves any of them by more than a tenth turns
 /// this red until the table (and docs/vcpus.md) says what the model does now.
 const CURVE: [(u32, bool, f64); 6] = [
-    (4, false, 1.29),
-    (4, true, 1.37),
-    (8, false, 1.75),
-    (8, true, 1.78),
-    (16, false, 3.16),
-    (16, true, 3.19),
+    (4, false, 1.27),
+    (4, true, 1.36),
+    (8, false, 1.79),
+    (8, true, 1.81),
+    (16, false, 2.53),
+    (16, true, 2.54),
 ];
 
 #[test]

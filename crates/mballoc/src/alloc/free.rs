@@ -179,6 +179,7 @@ impl Allocator {
         // Freed blocks stay unavailable in-core until their transaction commits.
         debug_assert!(l.buddy.all_used(c.start, c.start + c.len));
         l.disk.clear_range(c.start, c.start + c.len);
+        crate::sync::bitmap_csum(|| self.geo.clusters_per_group().div_ceil(8));
         st.desc_free += c.len;
         let tid = self.journal_free(c.group, c.start, c.len, tid);
         self.free_blocks.add(i64::from(c.len));

@@ -328,6 +328,7 @@ impl Allocator {
             });
         }
         l.disk.set_range(ex.start, ex.start + ex.len);
+        crate::sync::bitmap_csum(|| self.geo.clusters_per_group().div_ceil(8));
         // In-core free never exceeds on-disk free: every block free in-core is free on disk.
         debug_assert!(l.buddy.free() <= st.desc_free - ex.len);
         self.journal_alloc(ex.group, ex.start, ex.len);

@@ -36,6 +36,23 @@ pub(crate) fn folio_refs(pnums: impl FnOnce() -> [u64; 2]) {
     #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
     let _ = pnums;
 }
+
+/// `ext4_block_bitmap_csum_set` in `ext4_mb_mark_context`: at every marking of a group's
+/// on-disk bitmap, allocation or free, the kernel recomputes the crc32c of the whole bitmap
+/// (`bytes` long) before it drops the group lock. The library keeps no checksum of its
+/// in-memory bitmaps; under `vcpu-hooks` the thread's hook is told, so that a simulator can
+/// charge that work inside the lock hold where the kernel does it.
+#[inline(always)]
+pub(crate) fn bitmap_csum(bytes: impl FnOnce() -> u32) {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    {
+        let bytes = bytes();
+        vcpu::with(|h| h.bitmap_csum(bytes));
+    }
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    let _ = bytes;
+}
+
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
 pub mod vcpu;
 

@@ -53,6 +53,12 @@ pub trait Hook {
     fn folio_ref(&self, pnum: u64) {
         self.atomic(folio_line(pnum), Access::Write);
     }
+    /// The kernel's crc32c of a whole `bytes`-long block bitmap, under the group lock
+    /// (`ext4_block_bitmap_csum_set` in `ext4_mb_mark_context`): work the library does not
+    /// do. Default: nothing.
+    fn bitmap_csum(&self, bytes: u32) {
+        let _ = bytes;
+    }
     /// A device read of block `block` of device `dev`, `ns` long, is submitted and the CPU
     /// goes on (`ext4_read_block_bitmap_nowait` from prefetch). A read of the same block
     /// already submitted is not issued again. Default: nothing (a hook without a device).
