@@ -125,39 +125,29 @@ def main():
         }
         print(test, {k: round(v["lat_ns_mean"] / 1e3, 1) for k, v in result[test].items()},
               flush=True)
+    root = os.path.join(HERE, "..", "..")
+    command = ("python3 kernel-frag/service-times/measure_in_test.py --size-gib %d --reps %d"
+               % (a.size_gib, a.reps))
     if a.shape_out:
-        out = {
-            "what": "fio's completion-latency percentiles per job inside each scaled fsperf "
-                    "test (stats=1 on every job, no group reporting), each as a multiple of "
-                    "that repetition's mean clat; fresh ext4 image per repetition",
-            "command": "python3 kernel-frag/service-times/measure_in_test.py --size-gib %d "
-                       "--reps %d --shape-out %s" % (a.size_gib, a.reps,
-                                                     os.path.relpath(a.shape_out, HERE)),
-            "kernel": platform.release(),
-            "cpus": os.cpu_count(),
-            "started": started,
-            "reps": a.reps,
-            "tests": result,
-        }
-        with open(a.shape_out, "w") as f:
-            json.dump(out, f, indent=1)
-            f.write("\n")
-        return
+        what = ("fio's completion-latency percentiles per job inside each scaled fsperf test "
+                "(stats=1 on every job, no group reporting), each as a multiple of that "
+                "repetition's mean clat; fresh ext4 image per repetition")
+        command += " --shape-out %s" % os.path.relpath(a.shape_out, root)
+    else:
+        what = ("fio's mean latency per job inside each scaled fsperf test (stats=1 on every "
+                "job, no group reporting), fresh ext4 image; median over the repetitions")
     out = {
-        "what": "fio's mean latency per job inside each scaled fsperf test (stats=1 on every "
-                "job, no group reporting), fresh ext4 image; median over the repetitions",
-        "command": "python3 kernel-frag/service-times/measure_in_test.py --size-gib %d --reps %d"
-                   % (a.size_gib, a.reps),
+        "what": what,
+        "command": command,
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
         "started": started,
         "reps": a.reps,
         "tests": result,
     }
-    with open(a.out, "w") as f:
+    with open(a.shape_out or a.out, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-
 
 if __name__ == "__main__":
     main()
