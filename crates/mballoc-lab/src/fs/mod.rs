@@ -81,8 +81,9 @@ impl Fs {
         self.extent_tree_blocks = on;
     }
 
-    /// Hands an unlinked file's inode number to the next create, as ext4 does (off by
-    /// default: every create takes a number never used).
+    /// Hands an unlinked file's inode number to the next create, as ext4 does (off for a bare
+    /// `Fs`, where every create takes a number never used; the lab's runs turn it on unless
+    /// `ino_reuse=0`).
     pub fn set_reuse_inos(&mut self, on: bool) {
         self.reuse_inos = on;
     }
