@@ -8,9 +8,9 @@
 //! both: 5 of the 9 real runs leave no fragmented group, 4 leave one at 10–21 %; the lab, with
 //! its fallocate latencies drawn from fio's measured distributions, leaves none on 11 of seeds
 //! 1–30 and one at 0.10–25.78 % on the others. A median of such a sample picks a mode by chance
-//! (lab seeds 1–9: 6.45 against a real median of 0); the mean estimates the expected fragmentation. A lab run costs
-//! milliseconds, so its side takes 30 seeds and its sampling error stays well inside the
-//! tolerance. (This test compared medians of seeds 1–9 until the fallocate latency spread was
+//! (lab seeds 1–9: 6.45 against a real median of 0); the mean estimates the expected
+//! fragmentation. A lab run costs milliseconds, so its side takes 30 seeds and its sampling
+//! error stays well inside the tolerance. (This test compared medians of seeds 1–9 until the fallocate latency spread was
 //! modelled; the medians are printed beside the means.)
 //!
 //! A figure the lab does not reach is listed in [`KNOWN_MISSES`] with its measured value and

@@ -204,6 +204,8 @@ impl Costs {
     /// fallocate2 point is 82 ns: the kernel's per-call costs spread over ~10,000 points a
     /// call instead of 52); `outside_ns` is the whole rest of a fallocate3 operation; the
     /// interaction costs as [`Costs::new`] with `mb_optimize_scan=1`.
+    /// The bitmap checksums stay inside the measured per-operation time as well as being
+    /// charged at each marking: about 5 markings × 140 ns against 1.6 ms an operation (0.04 %).
     pub fn fallocate3(machine: Machine) -> Costs {
         Costs {
             point_ns: (KERNEL_F3_ALLOC_NS_PER_OP / F3_POINTS_PER_OP).round() as u64,

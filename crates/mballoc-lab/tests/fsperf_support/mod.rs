@@ -47,18 +47,17 @@ pub fn lab(test: &str, policy: Policy, seed: u64, extra: &[&str]) -> RunResult {
     run(&cfg, &NoProgress).unwrap_or_else(|e| panic!("{test} seed {seed}: {e}"))
 }
 
-/// Arithmetic mean.
+/// Arithmetic mean of a non-empty sample (`metrics::quantile::mean`).
 pub fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let v: Vec<f64> = v.collect();
     assert!(!v.is_empty());
-    v.iter().sum::<f64>() / v.len() as f64
+    mballoc_lab::metrics::quantile::mean(&v)
 }
 
-/// Median (the mean of the two middle values for an even count).
+/// Median of a non-empty sample, the mean of the two middle values for an even count
+/// (`bench::median`).
 pub fn median(v: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = v.collect();
+    let v: Vec<f64> = v.collect();
     assert!(!v.is_empty());
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    (v[(n - 1) / 2] + v[n / 2]) / 2.0
+    mballoc_lab::bench::median(&v)
 }

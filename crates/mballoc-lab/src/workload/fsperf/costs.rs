@@ -31,6 +31,7 @@ use serde::Deserialize;
 
 use super::super::error::LabError;
 use super::jobfile::{Engine, JobSpec};
+use crate::metrics::quantile::median;
 
 const FALLOC_LATENCY: &str =
     include_str!("../../../../../kernel-frag/service-times/falloc-latency.json");
@@ -200,7 +201,7 @@ fn wall_pace(measured: &serde_json::Value, ext4: &serde_json::Value) -> Option<V
         return None;
     }
     walls.sort_by(f64::total_cmp);
-    let reference_ms = median_sorted(&walls) * 1e3;
+    let reference_ms = median(&walls) * 1e3;
     let jobs = measured.as_object()?;
     let reps = jobs
         .values()
@@ -230,7 +231,7 @@ fn in_test_us(job: &serde_json::Value, pace: Option<&[f64]>) -> Option<f64> {
                 .map(|(ns, f)| Some(ns.as_f64()? / 1e3 * f))
                 .collect::<Option<_>>()?;
             us.sort_by(f64::total_cmp);
-            Some(median_sorted(&us))
+            Some(median(&us))
         }
         _ => Some(job["lat_ns_mean"].as_f64()? / 1e3),
     }
@@ -267,7 +268,7 @@ fn first_calls(timeline: &serde_json::Value, reference_ms: Option<f64>) -> BTree
         .into_iter()
         .map(|(bs, mut us)| {
             us.sort_by(f64::total_cmp);
-            (bs, median_sorted(&us))
+            (bs, median(&us))
         })
         .collect()
 }
@@ -287,22 +288,13 @@ fn median_shape(per_rep: &serde_json::Value) -> Option<Latency> {
         .map(|p| {
             let mut v: Vec<f64> = reps.iter().filter_map(|r| r.get(p)?.as_f64()).collect();
             v.sort_by(f64::total_cmp);
-            Some((p.parse::<f64>().ok()? / 100.0, median_sorted(&v)))
+            Some((p.parse::<f64>().ok()? / 100.0, median(&v)))
         })
         .collect::<Option<_>>()?;
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let monotone = points.windows(2).all(|w| w[0].1 <= w[1].1);
     (points.len() >= 2 && monotone && points.iter().all(|p| p.1 > 0.0))
         .then_some(Latency { points })
-}
-
-fn median_sorted(v: &[f64]) -> f64 {
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn parse_err(what: &str, e: impl ToString) -> LabError {
