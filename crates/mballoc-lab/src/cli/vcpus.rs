@@ -430,6 +430,10 @@ mod sim {
                 pc.journal_line_wait_ns,
             ),
             ("folio_line_wait_ns_per_call".into(), pc.folio_line_wait_ns),
+            (
+                "marking_line_wait_ns_per_call".into(),
+                pc.marking_line_wait_ns,
+            ),
             ("folio_refs_per_call".into(), pc.folio_refs),
             ("points_per_call".into(), pc.points),
         ]);

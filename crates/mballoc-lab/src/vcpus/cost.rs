@@ -100,6 +100,13 @@ pub const XEON16_OPS_1P: [f64; 2] = [397_247.0, 395_060.0];
 pub const XEON16_TRANSFER_NS: u64 = 63;
 pub const XEON16_HANDOFF_NS: u64 = 224;
 
+/// The 16-core machine's own scaling with nothing shared: per-thread throughput of N threads
+/// each driving an allocator of its own (`mballoc bench threads`, fallocate2 pattern, 16 GiB
+/// each), over one thread's: `fallocate2_ceiling_per_thread_ratio` of
+/// docs/measurements/kernel-fallocate2-xeon16.json. What a busier machine takes from every CPU
+/// (clock, shared caches, the host) whatever the work shares; see [`Machine::ceiling`].
+pub const XEON16_CEILING: [(u32, f64); 4] = [(2, 1.02), (4, 0.94), (8, 0.90), (16, 0.69)];
+
 /// The kernel's crc32c of a 4 KiB block bitmap, ns: this machine (`scripts/bitmap_crc32c.c`,
 /// three interleaved SSE4.2 streams, fastest of 5 batches) and an Intel Xeon (Ice Lake)
 /// as published with the incremental-CRC RFC for ext4 (2026-05-08 cover letter: 182 ns for a
@@ -153,6 +160,17 @@ impl Machine {
         }
     }
 
+    /// The share of its one-CPU speed each CPU keeps while `n` CPUs are busy with work that
+    /// shares nothing: measured on `xeon16` at 2-16 threads ([`XEON16_CEILING`]; between two
+    /// counts the log-linear blend, past 16 the 16-thread figure, never above 1). The seeds'
+    /// servers and this 2-vCPU machine were not measured so: 1, a CPU as fast at N as alone.
+    pub fn ceiling(self, n: u32) -> f64 {
+        match self {
+            Machine::Server | Machine::Local => 1.0,
+            Machine::Xeon16 => blend(&XEON16_CEILING, n).min(1.0),
+        }
+    }
+
     /// Cache-line transfer and lock hand-off, ns.
     fn lines(self) -> (u64, u64) {
         match self {
@@ -161,6 +179,26 @@ impl Machine {
             Machine::Xeon16 => (XEON16_TRANSFER_NS, XEON16_HANDOFF_NS),
         }
     }
+}
+
+/// `table`'s value at `n` (pairs by ascending count): log-linear between two counts, the
+/// first pair's value below it (1 at one CPU), the last pair's past it.
+fn blend(table: &[(u32, f64)], n: u32) -> f64 {
+    let x = f64::from(n.max(1)).log2();
+    let mut prev = (0.0, 1.0);
+    for &(c, v) in table {
+        let cx = f64::from(c).log2();
+        if x <= cx {
+            let t = if cx > prev.0 {
+                (x - prev.0) / (cx - prev.0)
+            } else {
+                1.0
+            };
+            return prev.1 + t * (v - prev.1);
+        }
+        prev = (cx, v);
+    }
+    prev.1
 }
 
 /// One run's costs.
@@ -176,6 +214,9 @@ pub struct Costs {
     /// The kernel's crc32c of a 4 KiB block bitmap, ns: charged under the group lock at every
     /// marking of a bitmap, in proportion to its size.
     pub csum_4k_ns: f64,
+    /// The share of its one-CPU speed each CPU keeps at this run's CPU count
+    /// ([`Machine::ceiling`]); the work figures above are already divided by it.
+    pub ceiling: f64,
 }
 
 impl Costs {
@@ -196,6 +237,26 @@ impl Costs {
             handoff_ns,
             outside_ns: (whole - call_ns).max(0.0).round() as u64,
             csum_4k_ns,
+            ceiling: 1.0,
+        }
+    }
+
+    /// These costs on `n` busy CPUs: every CPU's work (allocator points, the bitmap checksum,
+    /// the call outside the allocator) slowed by the machine's own scaling
+    /// ([`Machine::ceiling`]); line transfers and hand-offs as measured.
+    pub fn on_cpus(self, n: u32) -> Costs {
+        let c = self.machine.ceiling(n);
+        assert!(
+            c > 0.0 && c <= 1.0,
+            "a ceiling is a share of one CPU's speed"
+        );
+        let slow = |ns: u64| (ns as f64 / c).round() as u64;
+        Costs {
+            point_ns: slow(self.point_ns),
+            outside_ns: slow(self.outside_ns),
+            csum_4k_ns: self.csum_4k_ns / c,
+            ceiling: self.ceiling * c,
+            ..self
         }
     }
 
@@ -223,6 +284,7 @@ impl Costs {
             handoff_ns,
             outside_ns,
             csum_4k_ns: 0.0,
+            ceiling: 1.0,
         }
     }
 

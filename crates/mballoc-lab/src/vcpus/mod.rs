@@ -114,6 +114,9 @@ pub struct PerCall {
     pub journal_line_wait_ns: f64,
     /// The part of `line_wait_ns` on the buddy folios' reference counts.
     pub folio_line_wait_ns: f64,
+    /// The part of `line_wait_ns` on the lines each marking writes after the group lock (flex
+    /// groups' free-cluster counters, bitmaps' buffer heads).
+    pub marking_line_wait_ns: f64,
     /// Buddy folio reference count writes: 4 per group loaded (`ext4_mb_load_buddy` and
     /// `ext4_mb_unload_buddy`), 4 for the group used.
     pub folio_refs: f64,
@@ -299,7 +302,8 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
     let a = vol.allocator(cfg.policy()?, n.max(2), &cfg.settings)?;
-    let s = Sched::new(n as usize, Costs::new(cfg.machine, cfg.optimize_scan()));
+    let costs = Costs::new(cfg.machine, cfg.optimize_scan()).on_cpus(n);
+    let s = Sched::new(n as usize, costs);
     let last_group = Mutex::new(vec![None; n as usize]);
     let files = staggered_files(&a, &vol, cfg, n)?;
     let groups_before = a.stats().groups_scanned;
@@ -336,6 +340,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
         journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
         folio_line_wait_ns: per(st.folio_line_wait_ns as f64),
+        marking_line_wait_ns: per(st.marking_line_wait_ns as f64),
         folio_refs: per(st.folio_refs as f64),
         points: per(st.points as f64),
         ..PerCall::default()

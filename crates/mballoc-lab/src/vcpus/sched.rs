@@ -113,6 +113,10 @@ pub struct SchedStats {
     pub folio_line_wait_ns: u64,
     /// Writes of those reference counts (`folio_get` and `folio_put`).
     pub folio_refs: u64,
+    /// The part of `line_wait_ns` on the lines `ext4_mb_mark_context` writes after the group
+    /// lock: the flex groups' free-cluster counters and the bitmaps' buffer heads
+    /// ([`mballoc::vcpu::Hook::marked`]).
+    pub marking_line_wait_ns: u64,
     /// Hook calls (every synchronisation point).
     pub points: u64,
     /// Times the running CPU changed.
@@ -303,7 +307,9 @@ impl Sched {
         let now = st.clock[me];
         // One line per atomic, not per 64 bytes of address: which atomics share a line would
         // depend on the heap's layout, and the library pads its shared atomics apart anyway.
-        if addr >= mballoc::vcpu::folio_line(0) {
+        let folio = mballoc::vcpu::is_folio_line(addr);
+        let marking = addr >= mballoc::vcpu::flex_line(0);
+        if folio {
             st.stats.folio_refs += 1;
         }
         let line = st.lines.entry(addr).or_default();
@@ -328,10 +334,12 @@ impl Sched {
         if cost > 0 {
             st.stats.line_transfers += 1;
             st.stats.line_wait_ns += waited;
-            if seg.is_none() {
+            if marking {
+                st.stats.marking_line_wait_ns += waited;
+            } else if seg.is_none() {
                 st.stats.outside_line_wait_ns += waited;
             }
-            if addr >= mballoc::vcpu::folio_line(0) {
+            if folio {
                 st.stats.folio_line_wait_ns += waited;
             }
         }
@@ -508,6 +516,17 @@ impl Hook for VcpuHook {
     fn bitmap_csum(&self, bytes: u32) {
         let ns = self.sched.costs.csum_ns(bytes);
         self.sched.work(self.me, ns);
+    }
+    /// The flex group's counter and the bitmap's buffer head: writes with no allocator work
+    /// charged (they are part of the kernel's measured call time already). The buffer head's
+    /// `get_bh` before the lock and `brelse` after it are one write here: the second finds the
+    /// line still held unless another CPU took it in between.
+    fn marked(&self, group: u32, flex: u32) {
+        let fg = group / flex.max(1);
+        self.sched
+            .touch(self.me, mballoc::vcpu::bh_line(group), Access::Write, None);
+        self.sched
+            .touch(self.me, mballoc::vcpu::flex_line(fg), Access::Write, None);
     }
     fn io_submit(&self, dev: usize, block: u64, ns: u64) {
         self.sched.io(self.me, (dev, block), ns, false);

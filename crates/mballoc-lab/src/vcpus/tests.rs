@@ -251,9 +251,22 @@ struct MdRecorder {
     md_under_group: std::cell::Cell<u64>,
     csums: std::cell::Cell<u64>,
     csums_under_group: std::cell::Cell<u64>,
+    /// `Hook::marked` calls, those made while a group lock was held, and the flex group
+    /// size they were given.
+    marked: std::cell::Cell<u64>,
+    marked_under_group: std::cell::Cell<u64>,
+    flex: std::cell::Cell<u32>,
 }
 
 impl Hook for MdRecorder {
+    fn marked(&self, _: u32, flex: u32) {
+        self.marked.set(self.marked.get() + 1);
+        self.flex.set(flex);
+        if self.group_held.get() > 0 {
+            self.marked_under_group
+                .set(self.marked_under_group.get() + 1);
+        }
+    }
     fn bitmap_csum(&self, bytes: u32) {
         assert_eq!(bytes, 4096, "a 32768-block group's bitmap");
         self.csums.set(self.csums.get() + 1);
@@ -371,7 +384,9 @@ fn a_free_takes_s_md_lock_unless_it_merges_with_a_pending_one() {
 
 /// `ext4_mb_mark_context` checksums the whole bitmap before it unlocks the group, at every
 /// marking: each allocation that takes blocks (a scan's or an inode PA's) and each freed
-/// piece, all under the group lock.
+/// piece, all under the group lock. After the unlock, each marking updates its flex group's
+/// free-cluster counter and drops the bitmap's buffer head: one `Hook::marked` per marking,
+/// none under a group lock, with the file system's flex group size (16).
 #[test]
 fn every_marking_checksums_the_bitmap_under_the_group_lock() {
     let vol = Volume::new(1 << 30).unwrap();
@@ -393,4 +408,39 @@ fn every_marking_checksums_the_bitmap_under_the_group_lock() {
     drop(installed);
     assert_eq!(rec.csums.get(), calls + pieces, "and one per freed piece");
     assert_eq!(rec.csums_under_group.get(), rec.csums.get());
+    assert_eq!(rec.marked.get(), rec.csums.get(), "one marking end each");
+    assert_eq!(rec.marked_under_group.get(), 0, "after the group lock");
+    assert_eq!(rec.flex.get(), 16);
+}
+
+/// The lines a marking writes after the group lock: a flex group's counter is shared by the
+/// CPUs marking any of its 16 groups, a buffer head by those marking its one group. Two CPUs
+/// in groups 1 and 2 (one flex group) queue on the counter's line; in groups 1 and 17 they
+/// do not, and neither pair shares a buffer head.
+#[test]
+fn markings_in_one_flex_group_share_its_counter_line() {
+    let queued = |groups: [u32; 2]| {
+        let s = Sched::new(2, Costs::flat(0, 100, 0, 0));
+        let threads: Vec<_> = (0..2)
+            .map(|me| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    s.start(me);
+                    let h = VcpuHook {
+                        sched: Arc::clone(&s),
+                        me,
+                    };
+                    for _ in 0..10 {
+                        h.marked(groups[me], 16);
+                        s.work(me, 10);
+                    }
+                    s.finish(me);
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        s.stats().marking_line_wait_ns
+    };
+    assert!(queued([1, 2]) > 0, "one flex group: its counter is a queue");
+    assert_eq!(queued([1, 17]), 0, "two flex groups share no line");
 }

@@ -108,6 +108,8 @@ impl Allocator {
             self.refuse_corrupt([c.group])?;
             if !st.has_pa_overlapping(c.start, c.len) {
                 self.clear_on_disk(&mut st, c, tid);
+                drop(st);
+                crate::sync::marked(c.group, || self.geo.flex_bg_size());
                 return Ok(());
             }
             // Blocks a live PA handed out: retire it first, as a truncate does (owner before
@@ -144,6 +146,10 @@ impl Allocator {
             if live.is_empty() {
                 for (c, st) in chunks.iter().zip(guards.iter_mut()) {
                     self.clear_on_disk(st, *c, tid);
+                }
+                drop(guards);
+                for c in &chunks {
+                    crate::sync::marked(c.group, || self.geo.flex_bg_size());
                 }
                 return Ok(());
             }

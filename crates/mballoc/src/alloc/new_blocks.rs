@@ -292,6 +292,7 @@ impl Allocator {
         self.mark_locked(grp, &mut st, ex)?;
         st.inode_pas.extend(register);
         drop(st);
+        crate::sync::marked(ex.group, || self.geo.flex_bg_size());
         self.free_blocks.add(-i64::from(ex.len));
         Ok(())
     }

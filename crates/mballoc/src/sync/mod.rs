@@ -53,6 +53,24 @@ pub(crate) fn bitmap_csum(bytes: impl FnOnce() -> u32) {
     let _ = bytes;
 }
 
+/// The end of `ext4_mb_mark_context` for group `group`, after `ext4_unlock_group`: the kernel
+/// then adds the change to the flex group's free-cluster count (`atomic64_sub` / `atomic64_add`
+/// on `struct flex_groups`' `free_clusters`, one counter for `flex` groups) and drops the
+/// bitmap's buffer head (`brelse`; `ext4_read_block_bitmap` took it with `get_bh` before the
+/// lock). The library keeps neither object: it counts free blocks per group and per CPU, and
+/// its bitmaps are not buffers. Under `vcpu-hooks` the thread's hook is told, so that a
+/// simulator can move those lines between the CPUs that mark nearby groups.
+#[inline(always)]
+pub(crate) fn marked(group: u32, flex: impl FnOnce() -> u32) {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    {
+        let flex = flex();
+        vcpu::with(|h| h.marked(group, flex));
+    }
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    let _ = (group, flex);
+}
+
 #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
 pub mod vcpu;
 

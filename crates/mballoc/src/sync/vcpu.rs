@@ -59,6 +59,13 @@ pub trait Hook {
     fn bitmap_csum(&self, bytes: u32) {
         let _ = bytes;
     }
+    /// `ext4_mb_mark_context` of group `group` has dropped the group lock ([`crate::sync`]'s
+    /// `marked`): the flex group's `free_clusters` counter (one per `flex` groups,
+    /// [`flex_line`]) is updated and the bitmap's buffer head, taken before the lock, is
+    /// released ([`bh_line`]). Default: nothing.
+    fn marked(&self, group: u32, flex: u32) {
+        let _ = (group, flex);
+    }
     /// A device read of block `block` of device `dev`, `ns` long, is submitted and the CPU
     /// goes on (`ext4_read_block_bitmap_nowait` from prefetch). A read of the same block
     /// already submitted is not issued again. Default: nothing (a hook without a device).
@@ -77,8 +84,31 @@ pub trait Hook {
 /// Where [`Hook::folio_ref`] reports page `pnum`'s reference count: an address above every
 /// user-space address (57 bits at most), so it is never an atomic of the allocator's.
 pub fn folio_line(pnum: u64) -> usize {
-    const FOLIO_LINES: usize = 1 << 60;
-    FOLIO_LINES + usize::try_from(pnum).unwrap_or(usize::MAX >> 4)
+    KERNEL_LINES + usize::try_from(pnum).map_or(RANGE - 1, |p| p.min(RANGE - 1))
+}
+
+/// The first address of the kernel lines the library has no object for, above every
+/// user-space address (57 bits at most), so that none is ever an atomic of the allocator's:
+/// the buddy cache's folios ([`folio_line`]), then the flex groups' counters
+/// ([`flex_line`]), then the bitmaps' buffer heads ([`bh_line`]), each range 2^58 lines.
+const KERNEL_LINES: usize = 1 << 60;
+const RANGE: usize = 1 << 58;
+
+/// Whether `addr` is one of [`folio_line`]'s.
+pub fn is_folio_line(addr: usize) -> bool {
+    (KERNEL_LINES..KERNEL_LINES + RANGE).contains(&addr)
+}
+
+/// The line of flex group `fg`'s `struct flex_groups` (`free_clusters`, `free_inodes`,
+/// `used_dirs`): each is allocated on its own (`ext4_alloc_flex_bg_array`), so one line per
+/// flex group is the least sharing the kernel can have (slab neighbours may share more).
+pub fn flex_line(fg: u32) -> usize {
+    KERNEL_LINES + RANGE + fg as usize
+}
+
+/// The line of group `group`'s block-bitmap buffer head (`b_count`).
+pub fn bh_line(group: u32) -> usize {
+    KERNEL_LINES + 2 * RANGE + group as usize
 }
 
 thread_local! {

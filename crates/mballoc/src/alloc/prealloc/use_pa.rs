@@ -134,6 +134,7 @@ impl Allocator {
         }
         drop(st);
         if clear {
+            crate::sync::marked(ex.group, || self.geo.flex_bg_size());
             self.free_blocks.add(-i64::from(ex.len));
         }
         Ok(clear)
