@@ -39,7 +39,7 @@ impl Policy {
     pub fn describe(self) -> &'static str {
         match self {
             Policy::Linux616 => {
-                "one stream goal under s_md_lock, waiting group locks, prefetch without test"
+                "one stream goal under s_md_lock, waiting group locks, order lists, prefetch without test"
             }
             Policy::Linux618 => "kernel default: per-CPU stream goals, busy groups skipped",
             Policy::Proposed => {
@@ -67,6 +67,7 @@ impl Policy {
                 t.nr_global_goals = 1;
                 t.try_lock_groups = false;
                 t.goal_md_lock = true;
+                t.order_lists = true;
                 t.prefetch_test_before_set = false;
             }
             Policy::Linux618 => {}

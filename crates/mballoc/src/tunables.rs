@@ -226,6 +226,14 @@ tunables! {
     /// `ext4: remove unnecessary s_md_lock on update s_mb_last_group`: seed 001's kernels.
     goal_md_lock: bool = false,
         "kernels before 6.17: the stream goal read and written under the global s_md_lock";
+    /// Choose groups for `mb_optimize_scan` from per-order lists in the order the groups
+    /// joined them, as kernels before 6.17 did (`ext4_mb_choose_next_group_p2_aligned`,
+    /// `_goal_fast`, `_best_avail` over `s_mb_largest_free_orders[]` and
+    /// `s_mb_avg_fragment_size[]`, each list under an rwlock, the goal group visited first
+    /// and the lists' first good group before every further visit); off, as 6.17 on (the
+    /// xarrays walked from the goal group). The seeds' kernels (000, 001) had the lists.
+    order_lists: bool = false,
+        "kernels before 6.17: mb_optimize_scan picks the first good group of per-order lists";
     /// Take the file system's one `s_md_lock` for every freed extent that does not merge
     /// into a pending free of its transaction, as `ext4_mb_free_metadata` does to put it on
     /// the transaction's freed list (every kernel); off, a free takes no global lock.

@@ -110,6 +110,8 @@ const TUNES: &[(&str, &str)] = &[
     ("size_class_inherit", "1"),
     ("goal_md_lock", "0"),
     ("goal_md_lock", "1"),
+    ("order_lists", "0"),
+    ("order_lists", "1"),
     ("free_md_lock", "0"),
     ("free_md_lock", "1"),
     ("nr_global_goals", "1"),

@@ -454,8 +454,10 @@ fn tunables_under_load(policy: Policy) {
             for (name, value) in [
                 ("mb_optimize_scan", "0"),
                 ("try_lock_groups", "0"),
+                ("order_lists", "1"),
                 ("mb_optimize_scan", "1"),
                 ("try_lock_groups", "1"),
+                ("order_lists", "0"),
             ] {
                 a.set_tunable(name, value).unwrap();
             }

@@ -73,6 +73,10 @@ pub const PUBLISHED: [Published; 8] = [
 /// (linux-6.18's `try_lock_groups=1`). Before the fourth patch (`ext4: remove unnecessary
 /// s_md_lock on update s_mb_last_group`) the goal was read and written under the global
 /// `s_md_lock`: `goal_md_lock=1` on both of seed 001's sides, off on both of seed 000's.
+/// Both seeds come before the series' `ext4: convert free groups order lists to xarrays`:
+/// with `mb_optimize_scan=1` their kernels chose groups from the per-order lists
+/// (`order_lists=1` on every side; seed 000's own diff still frees
+/// `s_mb_avg_fragment_size_locks`).
 #[derive(Debug, Clone, Copy)]
 pub struct SeedPair {
     /// Settings both sides carry on top of linux-6.18.
@@ -88,12 +92,12 @@ pub struct SeedPair {
 pub fn pair(seed: &str) -> SeedPair {
     match seed {
         "000" => SeedPair {
-            both: &[],
+            both: &["order_lists=1"],
             off: "nr_global_goals=1",
             before: (Policy::Linux616, &["try_lock_groups=1", "goal_md_lock=0"]),
         },
         _ => SeedPair {
-            both: &["nr_global_goals=1", "goal_md_lock=1"],
+            both: &["nr_global_goals=1", "goal_md_lock=1", "order_lists=1"],
             off: "try_lock_groups=0",
             before: (Policy::Linux616, &[]),
         },

@@ -282,6 +282,7 @@ impl Builder {
             #[cfg(test)]
             no_walk_shortcuts: false,
         };
+        a.index.set_lists(tun.order_lists);
         for g in (0..n).filter(|&g| a.source.block_uninit(g)) {
             a.bits(g).set(state::BLOCK_UNINIT);
         }
@@ -368,6 +369,9 @@ impl Allocator {
                         .reinsert_largest(g.no, st.class_index, st.largest_order, free);
                 }
             }
+        }
+        if new.order_lists != t.order_lists {
+            self.index.set_lists(new.order_lists);
         }
         self.tun.store(new);
         Ok(())

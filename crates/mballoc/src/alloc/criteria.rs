@@ -213,6 +213,9 @@ impl Allocator {
         if !optimize {
             return self.scan_linear(ctx, ngroups, &mut start, ngroups);
         }
+        if ctx.tun.order_lists {
+            return self.scan_lists(ctx, ngroups, start);
+        }
         if ctx.tun.mb_max_linear_groups > 0 {
             self.scan_linear(ctx, ngroups, &mut start, ctx.tun.mb_max_linear_groups)?;
             if ctx.status != Status::Continue {
@@ -263,6 +266,162 @@ impl Allocator {
             self.advance(ctx);
         }
         Ok(())
+    }
+
+    /// `ext4_mb_regular_allocator`'s loop before 6.17, one criterion with `mb_optimize_scan`
+    /// (`order_lists`): the goal group first, then before each further visit
+    /// `ext4_mb_choose_next_group`: the `mb_max_linear_groups` groups after it, then the
+    /// lists' first good group. At most `ngroups` visits, then the next criterion; a list
+    /// walk that finds nothing names the next criterion itself (`*new_cr`, `goto repeat`),
+    /// whose pass starts at the goal group again. Unlike the xarray walks a pass may visit
+    /// one group many times: the lists' head until it stops being good.
+    fn scan_lists(&self, ctx: &mut Ctx, ngroups: u32, start: u32) -> Result<(), Error> {
+        let cr = ctx.cr;
+        let mut g = start;
+        let mut linear = ctx.tun.mb_max_linear_groups;
+        for i in 0..ngroups {
+            if i > 0 {
+                if linear > 0 {
+                    g = if g + 1 >= ngroups { 0 } else { g + 1 };
+                    linear -= 1;
+                } else {
+                    match self.choose_from_lists(ctx) {
+                        Some(next) => g = next,
+                        None => return Ok(()),
+                    }
+                }
+            }
+            self.scan_group(ctx, g)?;
+            if ctx.status != Status::Continue {
+                return Ok(());
+            }
+        }
+        ctx.stats.bump(|c| &c.cr[cr.index()].useless_loops);
+        if cr == Criterion::BestAvailLen {
+            ctx.g_ex.len = ctx.orig_goal_len;
+        }
+        self.advance(ctx);
+        Ok(())
+    }
+
+    /// `ext4_mb_choose_next_group_p2_aligned`, `_goal_fast` and `_best_avail` (before 6.17):
+    /// the first good group of the lists, orders ascending from the request's (best_avail:
+    /// goal lengths descending, the length found kept). None found: the criterion moves on
+    /// (`*new_cr`), best_avail's length back to the original goal's.
+    fn choose_from_lists(&self, ctx: &mut Ctx) -> Option<u32> {
+        let num_orders = self.geo.num_orders();
+        match ctx.cr {
+            Criterion::Power2Aligned => {
+                for order in ctx.two_order as usize..num_orders {
+                    if let Some(g) = self.first_in_list(ctx, Kind::Largest, order) {
+                        return Some(g);
+                    }
+                }
+                ctx.cr = Criterion::GoalLenFast;
+            }
+            Criterion::GoalLenFast => {
+                for order in avg_fragment_order(ctx.g_ex.len, num_orders)..num_orders {
+                    if let Some(g) = self.first_in_list(ctx, Kind::Avg, order) {
+                        return Some(g);
+                    }
+                }
+                ctx.cr = if ctx.flags.contains(Flags::HINT_DATA) {
+                    Criterion::BestAvailLen
+                } else {
+                    Criterion::GoalLenSlow
+                };
+            }
+            Criterion::BestAvailLen => {
+                let (order, min_order) = self.best_avail_orders(ctx);
+                let mut i = order;
+                while i >= min_order {
+                    ctx.g_ex.len = self.best_avail_len(ctx, i);
+                    let frag = avg_fragment_order(ctx.g_ex.len, num_orders);
+                    if let Some(g) = self.first_in_list(ctx, Kind::Avg, frag) {
+                        return Some(g);
+                    }
+                    i -= 1;
+                }
+                ctx.g_ex.len = ctx.orig_goal_len;
+                ctx.cr = Criterion::GoalLenSlow;
+            }
+            // should_optimize_scan is false from CR_GOAL_LEN_SLOW on: never asked.
+            _ => self.advance(ctx),
+        }
+        None
+    }
+
+    /// One list of `kind` at `order`: `list_empty` read without the lock, then under its
+    /// `read_lock` the members from the head (the group longest at this order first); with
+    /// `try_lock_groups` a group whose lock is held is passed over (`spin_is_locked`, the
+    /// seed 001 patch's test in the walks); the first that `ext4_mb_good_group` takes.
+    fn first_in_list(&self, ctx: &mut Ctx, kind: Kind, order: usize) -> Option<u32> {
+        let sets = self
+            .index
+            .order_sets(kind, order, self.index.walk(Classes::ALL));
+        let end = self.geo.group_count();
+        let lists = &self.index.lists;
+        let mut members = Vec::new();
+        let mut from = 0;
+        while let Some(g) = sets.next(from, end) {
+            members.push(g);
+            from = g + 1;
+        }
+        if members.is_empty() {
+            return None;
+        }
+        lists.touch(kind, order);
+        // Each join time read once: other CPUs move groups while this one sorts.
+        let mut joined: Vec<(u64, u32)> = members
+            .into_iter()
+            .map(|g| (lists.joined(kind, g), g))
+            .collect();
+        joined.sort_unstable();
+        let cr = ctx.cr;
+        let mut found = None;
+        for (_, g) in joined {
+            ctx.stats.bump(|c| &c.cr[cr.index()].groups_considered);
+            let grp = &self.groups[g as usize];
+            if ctx.tun.try_lock_groups && grp.lock.is_locked() {
+                continue;
+            }
+            if self.good_group(ctx, grp, cr) {
+                found = Some(g);
+                break;
+            }
+        }
+        lists.touch(kind, order);
+        found
+    }
+
+    /// CR_BEST_AVAIL_LEN's range of goal orders: from the goal length's down to at most
+    /// `mb_best_avail_max_trim_order` below it, never below the stripe or the original
+    /// request (`ext4_mb_scan_groups_best_avail`, and `_choose_next_group_best_avail` before).
+    fn best_avail_orders(&self, ctx: &Ctx) -> (i64, i64) {
+        let num_orders = self.geo.num_orders() as i64;
+        let stripe = i64::from(ctx.tun.stripe);
+        let mut order = i64::from(fls(ctx.g_ex.len)) - 1;
+        if order - 1 > num_orders {
+            order = num_orders;
+        }
+        let mut min_order = (order - i64::from(ctx.tun.mb_best_avail_max_trim_order)).max(0);
+        if stripe > 0 && (1i64 << min_order) < stripe {
+            min_order = i64::from(fls(stripe as u32)) - 1;
+        }
+        if (1i64 << min_order.min(62)) < i64::from(ctx.o_ex.len) {
+            min_order = i64::from(fls(ctx.o_ex.len));
+        }
+        (order, min_order)
+    }
+
+    /// CR_BEST_AVAIL_LEN's goal length at order `i`, rounded up to the stripe.
+    fn best_avail_len(&self, ctx: &Ctx, i: i64) -> u32 {
+        let stripe = i64::from(ctx.tun.stripe);
+        let mut len = 1i64 << i.min(31);
+        if stripe > 0 {
+            len = (len + stripe - 1) / stripe * stripe;
+        }
+        len.min(i64::from(u32::MAX)) as u32
     }
 
     /// Next criterion after a failed full pass; past CR_ANY_FREE the search is over.
@@ -482,27 +641,11 @@ impl Allocator {
         start: u32,
         end: u32,
     ) -> Result<(), Error> {
-        let num_orders = self.geo.num_orders() as i64;
-        let stripe = i64::from(ctx.tun.stripe);
-        let mut order = i64::from(fls(ctx.g_ex.len)) - 1;
-        if order - 1 > num_orders {
-            order = num_orders;
-        }
-        let mut min_order = (order - i64::from(ctx.tun.mb_best_avail_max_trim_order)).max(0);
-        if stripe > 0 && (1i64 << min_order) < stripe {
-            min_order = i64::from(fls(stripe as u32)) - 1;
-        }
-        if (1i64 << min_order.min(62)) < i64::from(ctx.o_ex.len) {
-            min_order = i64::from(fls(ctx.o_ex.len));
-        }
+        let (order, min_order) = self.best_avail_orders(ctx);
         for (s, e) in two_passes(start, end) {
             let mut i = order;
             while i >= min_order {
-                let mut len = 1i64 << i.min(31);
-                if stripe > 0 {
-                    len = (len + stripe - 1) / stripe * stripe;
-                }
-                ctx.g_ex.len = len.min(i64::from(u32::MAX)) as u32;
+                ctx.g_ex.len = self.best_avail_len(ctx, i);
                 let frag = avg_fragment_order(ctx.g_ex.len, self.geo.num_orders());
                 self.scan_order(ctx, Kind::Avg, frag, walk, s, e)?;
                 if ctx.status != Status::Continue {
@@ -929,5 +1072,54 @@ mod tests {
         );
         assert_eq!(got.goal.len, 512, "the goal length is restored: {got:?}");
         assert_eq!(got.found.group, 13, "{got:?}");
+    }
+
+    /// Before 6.17 (`order_lists`) the walk takes the group that has been longest at its
+    /// largest free order (the head of that order's list), where 6.17's xarray walk takes
+    /// the first one at or after the goal group. Groups 3 and 10 each have one free
+    /// 128-block run (order 7), everything else is used; group 3 leaves order 7 and comes
+    /// back (64 blocks taken, then freed and committed), so its list reads [10, 3]. A
+    /// request of 8 blocks with its goal in group 2: the xarrays give group 3, the lists 10.
+    #[test]
+    fn lists_give_the_group_longest_at_its_order_not_the_next_after_the_goal() {
+        let bpg = u64::from(BPG);
+        let place = |order_lists: bool| {
+            let geo = Geometry::new(4096, BPG, GROUPS * bpg, 0, 8).unwrap();
+            let mut used = Vec::new();
+            let mut at = 0;
+            for g in [3u64, 10] {
+                used.push((at, g * bpg - at));
+                at = g * bpg + 128;
+            }
+            used.push((at, geo.blocks_count() - at));
+            let mut t = Policy::Linux618.tunables(&geo, 2);
+            t.mb_optimize_scan = true;
+            t.mb_max_linear_groups = 0;
+            t.order_lists = order_lists;
+            let a = Allocator::builder(geo)
+                .used(&used)
+                .tunables(t)
+                .cpus(2)
+                .build()
+                .unwrap();
+            let data = |owner: u64, len: u32, goal: u64| {
+                Request::new(owner, 0, len)
+                    .with_goal(goal)
+                    .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
+            };
+            let half = a.allocate(&data(1, 64, 3 * bpg)).unwrap();
+            assert_eq!(half.extent.start, 3 * bpg, "{half:?}");
+            a.free(1, half.extent).unwrap();
+            a.commit().unwrap();
+            let got = a.allocate(&data(2, 8, 2 * bpg + 5)).unwrap();
+            assert_eq!(
+                got.criterion,
+                crate::request::Criterion::Power2Aligned,
+                "{got:?}"
+            );
+            got.found.group
+        };
+        assert_eq!(place(false), 3, "xarrays: the first group after the goal");
+        assert_eq!(place(true), 10, "lists: the head of order 7's list");
     }
 }

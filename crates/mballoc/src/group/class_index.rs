@@ -20,7 +20,8 @@
 use crate::group::index::GroupSet;
 use crate::group::info::IndexChange;
 use crate::group::size_class::{Classes, SizeClass};
-use crate::sync::atomic::{AtomicU8, Ordering};
+use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use crate::sync::percpu::Padded;
 
 /// Which index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,81 @@ pub struct ClassIndex {
     /// misses a class just set misses the group being moved, as any lock-free walk may miss a
     /// group in the middle of a move.
     used: AtomicU8,
+    /// The lists of kernels before 6.17 (`order_lists`): see [`OrderLists`].
+    pub(crate) lists: OrderLists,
+}
+
+/// Before 6.17 the two indexes were lists, one per order, each with its rwlock
+/// (`s_mb_largest_free_orders[]` / `_locks[]`, `s_mb_avg_fragment_size[]` / `_locks[]`): a
+/// group joined the tail of its new order's list at every order change (`list_add_tail` in
+/// `mb_set_largest_free_order`, `mb_update_avg_fragment_size`), and the walks
+/// (`ext4_mb_choose_next_group_p2_aligned`, `ext4_mb_find_good_group_avg_frag_lists`) took
+/// the first good group from the head: the group longest at that order, not the next one
+/// after the goal. The sets above hold the members; this keeps, per index and group, the
+/// time it joined its set (a tick of a per-index clock), so that a walk can meet the members
+/// in the lists' order, and the lists' lock words, written by every walk (`read_lock`,
+/// `read_unlock`: the reader count of a `qrwlock` is one word) and every move.
+///
+/// Kept only while on: stamping is a write to a shared clock at every order change, which
+/// 6.18's lock-free indexes do not pay.
+pub(crate) struct OrderLists {
+    on: std::sync::atomic::AtomicBool,
+    /// Per index, per group: when it last joined a list (0: never since the lists went on).
+    joined: [Box<[std::sync::atomic::AtomicU64]>; 2],
+    clock: [Padded<std::sync::atomic::AtomicU64>; 2],
+    /// Per index, per order: the rwlock's word.
+    locks: [Box<[Padded<AtomicU32>]>; 2],
+}
+
+impl OrderLists {
+    fn new(num_orders: usize, groups: u32) -> Self {
+        let joined = || {
+            (0..groups)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect()
+        };
+        let locks = || (0..num_orders).map(|_| Padded(AtomicU32::new(0))).collect();
+        OrderLists {
+            on: std::sync::atomic::AtomicBool::new(false),
+            joined: [joined(), joined()],
+            clock: [
+                Padded(std::sync::atomic::AtomicU64::new(0)),
+                Padded(std::sync::atomic::AtomicU64::new(0)),
+            ],
+            locks: [locks(), locks()],
+        }
+    }
+
+    pub(crate) fn on(&self) -> bool {
+        self.on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `read_lock` or `read_unlock` of `kind`'s list at `order` (a write of its lock word).
+    pub(crate) fn touch(&self, kind: Kind, order: usize) {
+        let w = &self.locks[kind as usize][order].0;
+        w.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// When `g` joined its list of `kind` (ascending = the list's order from its head).
+    pub(crate) fn joined(&self, kind: Kind, g: u32) -> u64 {
+        self.joined[kind as usize][g as usize].load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `g` joins the tail of `kind`'s list at `order` (under the group lock, and the list's
+    /// write lock in the kernel: its word written twice).
+    fn join(&self, kind: Kind, g: u32, order: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.touch(kind, order);
+        let t = self.clock[kind as usize].0.fetch_add(1, Relaxed) + 1;
+        self.joined[kind as usize][g as usize].store(t, Relaxed);
+        self.touch(kind, order);
+    }
+
+    /// `g` leaves `kind`'s list at `order` (`list_del` under the write lock).
+    fn leave(&self, kind: Kind, order: usize) {
+        self.touch(kind, order);
+        self.touch(kind, order);
+    }
 }
 
 impl ClassIndex {
@@ -55,6 +131,35 @@ impl ClassIndex {
             largest: index(),
             avg: index(),
             used: AtomicU8::new(Classes::of(SizeClass::None).bits()),
+            lists: OrderLists::new(num_orders, groups),
+        }
+    }
+
+    /// Turns the lists on or off. On: every group now in an index joins its list in
+    /// ascending group order, as the kernel's lists fill when the buddies are built at
+    /// mount (`ext4_mb_generate_buddy` group by group). Under the tunables' writer lock.
+    pub fn set_lists(&self, on: bool) {
+        if on == self.lists.on() {
+            return;
+        }
+        self.lists
+            .on
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        if !on {
+            return;
+        }
+        for kind in [Kind::Largest, Kind::Avg] {
+            let orders = match kind {
+                Kind::Largest => self.largest.len(),
+                Kind::Avg => self.avg.len(),
+            };
+            for g in 0..self.lists.joined[0].len() as u32 {
+                for order in 0..orders {
+                    if self.sets(kind, order).iter().any(|s| s.contains(g)) {
+                        self.lists.join(kind, g, order);
+                    }
+                }
+            }
         }
     }
 
@@ -69,10 +174,17 @@ impl ClassIndex {
     /// Moves `g` of class `class` from order `old` to `new` (−1 = absent) of index `kind`;
     /// `insert` false only removes.
     pub fn relocate(&self, kind: Kind, class: SizeClass, g: u32, old: i32, new: i32, insert: bool) {
+        let lists = self.lists.on();
         if old >= 0 {
             self.sets(kind, old as usize)[class as usize].remove(g);
+            if lists {
+                self.lists.leave(kind, old as usize);
+            }
         }
         if insert && new >= 0 {
+            if lists {
+                self.lists.join(kind, g, new as usize);
+            }
             self.sets(kind, new as usize)[class as usize].insert(g);
         }
     }
