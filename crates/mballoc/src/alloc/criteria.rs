@@ -361,12 +361,17 @@ impl Allocator {
             .order_sets(kind, order, self.index.walk(Classes::ALL));
         let end = self.geo.group_count();
         let lists = &self.index.lists;
-        let mut members = Vec::new();
-        let mut from = 0;
-        while let Some(g) = sets.next(from, end) {
-            members.push(g);
-            from = g + 1;
-        }
+        // The kernel walks linked entries from the head and reads no set: the members are
+        // gathered unobserved, and the walk below reads only the entries it reaches.
+        let members = crate::sync::unobserved(|| {
+            let mut members = Vec::new();
+            let mut from = 0;
+            while let Some(g) = sets.next(from, end) {
+                members.push(g);
+                from = g + 1;
+            }
+            members
+        });
         if members.is_empty() {
             return None;
         }

@@ -135,6 +135,18 @@ impl Drop for Installed {
     }
 }
 
+/// Runs `f` with the calling thread's hook (if any) taken off, so that nothing `f` does is
+/// reported; the hook is put back after.
+pub(crate) fn set_aside<R>(f: impl FnOnce() -> R) -> R {
+    if !EVER.load(Ordering::Relaxed) {
+        return f();
+    }
+    let hook = HOOK.with(Cell::take);
+    let r = f();
+    HOOK.with(|h| h.set(hook));
+    r
+}
+
 /// Runs `f` with the calling thread's hook, if one is installed.
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&dyn Hook) -> R) -> Option<R> {
