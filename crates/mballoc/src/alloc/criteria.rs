@@ -1043,15 +1043,7 @@ mod tests {
             at = s + n;
         }
         used.push((at, geo.blocks_count() - at));
-        let mut t = Policy::Linux618.tunables(&geo, 2);
-        t.mb_optimize_scan = true;
-        t.mb_max_linear_groups = 0;
-        let a = Allocator::builder(geo)
-            .used(&used)
-            .tunables(t)
-            .cpus(2)
-            .build()
-            .unwrap();
+        let a = optimized(geo, &used, false);
         // A first stream request finds group 13, the only one with room, and leaves the
         // stream goal of its slot (owners 9 and 11 share it: two goals) there.
         let file = |owner: u64| Request::new(owner, 0, 1).with_i_size(4 << 20);
@@ -1079,6 +1071,21 @@ mod tests {
         assert_eq!(got.found.group, 13, "{got:?}");
     }
 
+    /// A fully built linux-6.18 allocator on `used` with the optimised scan, no linear groups
+    /// first, and `order_lists` as given.
+    fn optimized(geo: Geometry, used: &[(u64, u64)], order_lists: bool) -> Allocator {
+        let mut t = Policy::Linux618.tunables(&geo, 2);
+        t.mb_optimize_scan = true;
+        t.mb_max_linear_groups = 0;
+        t.order_lists = order_lists;
+        Allocator::builder(geo)
+            .used(used)
+            .tunables(t)
+            .cpus(2)
+            .build()
+            .unwrap()
+    }
+
     /// Before 6.17 (`order_lists`) the walk takes the group that has been longest at its
     /// largest free order (the head of that order's list), where 6.17's xarray walk takes
     /// the first one at or after the goal group. Groups 3 and 10 each have one free
@@ -1097,16 +1104,7 @@ mod tests {
                 at = g * bpg + 128;
             }
             used.push((at, geo.blocks_count() - at));
-            let mut t = Policy::Linux618.tunables(&geo, 2);
-            t.mb_optimize_scan = true;
-            t.mb_max_linear_groups = 0;
-            t.order_lists = order_lists;
-            let a = Allocator::builder(geo)
-                .used(&used)
-                .tunables(t)
-                .cpus(2)
-                .build()
-                .unwrap();
+            let a = optimized(geo, &used, order_lists);
             let data = |owner: u64, len: u32, goal: u64| {
                 Request::new(owner, 0, len)
                     .with_goal(goal)
