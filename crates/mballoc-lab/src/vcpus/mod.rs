@@ -301,8 +301,12 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     }
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
-    let a = vol.allocator(cfg.policy()?, n.max(2), &cfg.settings)?;
-    let costs = Costs::new(cfg.machine, cfg.optimize_scan()).on_cpus(n);
+    let lab = crate::workload::LabSettings::parse(&cfg.settings)
+        .map_err(|e| BenchError::Peer(e.to_string()))?;
+    let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
+    let costs = Costs::new(cfg.machine, cfg.optimize_scan())
+        .with_incremental_csum(lab.incremental_csum)
+        .on_cpus(n);
     let s = Sched::new(n as usize, costs);
     let last_group = Mutex::new(vec![None; n as usize]);
     let files = staggered_files(&a, &vol, cfg, n)?;

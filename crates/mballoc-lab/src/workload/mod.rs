@@ -111,6 +111,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "page_size",
         "page size of the simulated machine in bytes (4096, 16384, 65536): groups sharing a buddy-cache page are built together (default 4096)",
     ),
+    (
+        "bitmap_csum",
+        "virtual CPUs: the block bitmap's crc32c at each marking, full (6.18, default) or incremental (the ext4 incremental-CRC RFC of 2026-05)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

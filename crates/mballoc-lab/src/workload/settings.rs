@@ -40,6 +40,10 @@ pub struct LabSettings {
     /// The simulated machine's page size in bytes (how many groups share a buddy-cache page);
     /// default 4096.
     pub page_size: Option<u32>,
+    /// Virtual CPUs: the block bitmap's checksum at each marking updated for the changed bits
+    /// only (`bitmap_csum=incremental`, the ext4 incremental-CRC RFC of 2026-05) instead of
+    /// recomputed over the whole bitmap (`full`, 6.18, default).
+    pub incremental_csum: bool,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -64,6 +68,7 @@ impl Default for LabSettings {
             ino_reuse: true,
             journal: None,
             page_size: None,
+            incremental_csum: false,
             tunables: Vec::new(),
         }
     }
@@ -163,6 +168,13 @@ impl LabSettings {
                         u32::try_from(count(name, v)?)
                             .map_err(|_| LabError::bad(name, v, "bytes: 4096, 16384 or 65536"))?,
                     )
+                }
+                "bitmap_csum" => {
+                    s.incremental_csum = match v {
+                        "full" => false,
+                        "incremental" => true,
+                        _ => return Err(LabError::bad(name, v, "full or incremental")),
+                    }
                 }
                 _ if mballoc::Tunables::NAMES.contains(&name) => s.tunables.push(kv.clone()),
                 _ => {
