@@ -13,6 +13,9 @@
 //! | cache-line transfer, this machine | 29 ns | `scripts/line_transfer.c` ping-pong, fastest batch of 3 × 50 (other runs under load: 320, 578, 661) |
 //! | spinlock hand-off, this machine | 198 ns | `scripts/line_transfer.c` hand-off, fastest batch of 3 × 50 (others: 1,611, 2,596) |
 //! | lines moved with a group's data | 3 | the lock word, `GroupState`'s counters, the bitmap words touched |
+//! | lines written after the group lock at every marking | 2 | the flex group's `free_clusters` and the bitmap's buffer head (`ext4_mb_mark_context`; `Hook::marked`) |
+//! | `xeon16`: each CPU's speed with N busy | 0.94, 0.90, 0.69 of one CPU's at 4, 8, 16 ([`XEON16_CEILING`]) | that machine: threads on allocators of their own, docs/measurements/kernel-fallocate2-xeon16.json |
+//! | incremental checksum update (`bitmap_csum=incremental`) | 57 ns (`xeon16`), 43.8 ns (`local`, `server`: 140 × 57 / 182) | the same RFC cover letter, Ice Lake; the others in its proportion, not measured |
 //! | crc32c of a 4 KiB block bitmap, under the group lock at every marking (`ext4_block_bitmap_csum_set` in `ext4_mb_mark_context`) | 140 ns (this machine; also `server`, which keeps this machine's work costs), 182 ns (`xeon16`) | this machine: `scripts/bitmap_crc32c.c`, three interleaved SSE4.2 streams as the kernel's x86 crc32c runs them, fastest of 5 batches of 200,000; Intel Xeon (Ice Lake): Baokun Li, "ext4: fast incremental CRC update" RFC cover letter (linux-ext4, 2026-05-08), full crc32c of a 4096-byte bitmap 182 ns. Taken out of the uniform point cost, so one call still costs the kernel's measured time |
 //!
 //! Why every segment costs the same: `--calibrate` times the allocator between its points on
