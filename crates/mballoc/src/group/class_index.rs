@@ -22,6 +22,9 @@ use crate::group::info::IndexChange;
 use crate::group::size_class::{Classes, SizeClass};
 use crate::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use crate::sync::percpu::Padded;
+// The lists' bookkeeping (join times, their clocks, the on switch) is the library's own, not a
+// line the kernel shares: plain atomics that no simulator hook sees.
+use std::sync::atomic::{AtomicBool as PlainBool, AtomicU64 as PlainU64, Ordering::Relaxed};
 
 /// Which index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,35 +64,28 @@ pub struct ClassIndex {
 /// Kept only while on: stamping is a write to a shared clock at every order change, which
 /// 6.18's lock-free indexes do not pay.
 pub(crate) struct OrderLists {
-    on: std::sync::atomic::AtomicBool,
+    on: PlainBool,
     /// Per index, per group: when it last joined a list (0: never since the lists went on).
-    joined: [Box<[std::sync::atomic::AtomicU64]>; 2],
-    clock: [Padded<std::sync::atomic::AtomicU64>; 2],
+    joined: [Box<[PlainU64]>; 2],
+    clock: [Padded<PlainU64>; 2],
     /// Per index, per order: the rwlock's word.
     locks: [Box<[Padded<AtomicU32>]>; 2],
 }
 
 impl OrderLists {
     fn new(num_orders: usize, groups: u32) -> Self {
-        let joined = || {
-            (0..groups)
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect()
-        };
+        let joined = || (0..groups).map(|_| PlainU64::new(0)).collect();
         let locks = || (0..num_orders).map(|_| Padded(AtomicU32::new(0))).collect();
         OrderLists {
-            on: std::sync::atomic::AtomicBool::new(false),
+            on: PlainBool::new(false),
             joined: [joined(), joined()],
-            clock: [
-                Padded(std::sync::atomic::AtomicU64::new(0)),
-                Padded(std::sync::atomic::AtomicU64::new(0)),
-            ],
+            clock: [Padded(PlainU64::new(0)), Padded(PlainU64::new(0))],
             locks: [locks(), locks()],
         }
     }
 
     pub(crate) fn on(&self) -> bool {
-        self.on.load(std::sync::atomic::Ordering::Relaxed)
+        self.on.load(Relaxed)
     }
 
     /// `read_lock` or `read_unlock` of `kind`'s list at `order` (a write of its lock word).
@@ -100,13 +96,12 @@ impl OrderLists {
 
     /// When `g` joined its list of `kind` (ascending = the list's order from its head).
     pub(crate) fn joined(&self, kind: Kind, g: u32) -> u64 {
-        self.joined[kind as usize][g as usize].load(std::sync::atomic::Ordering::Relaxed)
+        self.joined[kind as usize][g as usize].load(Relaxed)
     }
 
     /// `g` joins the tail of `kind`'s list at `order` (under the group lock, and the list's
     /// write lock in the kernel: its word written twice).
     fn join(&self, kind: Kind, g: u32, order: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
         self.touch(kind, order);
         let t = self.clock[kind as usize].0.fetch_add(1, Relaxed) + 1;
         self.joined[kind as usize][g as usize].store(t, Relaxed);
@@ -142,9 +137,7 @@ impl ClassIndex {
         if on == self.lists.on() {
             return;
         }
-        self.lists
-            .on
-            .store(on, std::sync::atomic::Ordering::Relaxed);
+        self.lists.on.store(on, Relaxed);
         if !on {
             return;
         }
