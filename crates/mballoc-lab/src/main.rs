@@ -89,6 +89,10 @@ struct BenchArgs {
     /// patched, beside the published figures; the --vcpus counts draw the curves.
     #[arg(long)]
     seeds: bool,
+    /// With --vcpus: the kernel series seeds 000 and 001 belong to, patch by patch, at 80
+    /// and 96 CPUs beside every published step, and its curve before the series.
+    #[arg(long)]
+    series: bool,
     /// With --seeds: write one SVG curve per published figure into this folder.
     #[arg(long, value_name = "DIR")]
     svg: Option<std::path::PathBuf>,
@@ -112,6 +116,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             settings: a.set,
             calibrate: a.calibrate,
             seeds: a.seeds,
+            series: a.series,
             seed003: a.seed003,
             seed003_image: a.seed003_image,
             svg: a.svg,

@@ -68,6 +68,7 @@ impl Policy {
                 t.try_lock_groups = false;
                 t.goal_md_lock = true;
                 t.order_lists = true;
+                t.free_insert_then_merge = true;
                 t.prefetch_test_before_set = false;
             }
             Policy::Linux618 => {}

@@ -239,6 +239,14 @@ tunables! {
     /// the transaction's freed list (every kernel); off, a free takes no global lock.
     free_md_lock: bool = true,
         "every kernel: a freed extent that merges with no pending one takes the global s_md_lock";
+    /// Put a freed extent in its group's pending tree first and merge it with its neighbours
+    /// after, each merge and the insertion taking `s_md_lock` (`ext4_try_merge_freed_extent`'s
+    /// `list_del`, then `list_add_tail`: 1 to 3 takes a freed extent), as kernels before 6.17
+    /// did, the seeds' included; off, as `ext4: merge freed extent with existing extents
+    /// before insertion` made it: a merge into one neighbour takes nothing, into two once.
+    /// Only with `free_md_lock`.
+    free_insert_then_merge: bool = false,
+        "kernels before 6.17: a freed extent takes s_md_lock once, plus once per merge";
     /// Test the "already read" flag before the atomic set in prefetch (seed 003).
     prefetch_test_before_set: bool = false,
         "seed 003: test the bitmap-read flag before the atomic set in prefetch";

@@ -114,6 +114,8 @@ const TUNES: &[(&str, &str)] = &[
     ("order_lists", "1"),
     ("free_md_lock", "0"),
     ("free_md_lock", "1"),
+    ("free_insert_then_merge", "0"),
+    ("free_insert_then_merge", "1"),
     ("nr_global_goals", "1"),
     ("nr_global_goals", "3"),
     ("mb_group_prealloc", "0"),

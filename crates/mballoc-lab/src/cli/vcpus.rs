@@ -21,6 +21,8 @@ pub struct VcpuArgs {
     pub settings: Vec<String>,
     pub calibrate: bool,
     pub seeds: bool,
+    /// The seeds' kernel series, step by step.
+    pub series: bool,
     /// Seed 003's filesystems to run alone (`all` = every one).
     pub seed003: Vec<String>,
     /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on.
@@ -69,6 +71,13 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     }
     if !a.seed003.is_empty() {
         return seed003(&a.seed003, &a.vcpus, a.svg.as_deref(), a.json);
+    }
+    if a.series {
+        let r = mballoc_lab::vcpus::series::run(None).map_err(other)?;
+        if a.json {
+            return super::emit::outln(&serde_json::to_string(&r).map_err(other)?);
+        }
+        return super::emit::out(&mballoc_lab::vcpus::series::render(&r));
     }
     if a.seeds {
         let rows = mballoc_lab::vcpus::seeds::run(

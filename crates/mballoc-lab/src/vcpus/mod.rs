@@ -22,6 +22,7 @@ pub mod io;
 pub mod placement;
 pub mod sched;
 pub mod seeds;
+pub mod series;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

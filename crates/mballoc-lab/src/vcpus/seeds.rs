@@ -76,7 +76,9 @@ pub const PUBLISHED: [Published; 8] = [
 /// Both seeds come before the series' `ext4: convert free groups order lists to xarrays`:
 /// with `mb_optimize_scan=1` their kernels chose groups from the per-order lists
 /// (`order_lists=1` on every side; seed 000's own diff still frees
-/// `s_mb_avg_fragment_size_locks`).
+/// `s_mb_avg_fragment_size_locks`), and before its `ext4: merge freed extent with existing
+/// extents before insertion`: a freed extent took `s_md_lock` once, plus once per merged
+/// neighbour (`free_insert_then_merge=1` on every side).
 #[derive(Debug, Clone, Copy)]
 pub struct SeedPair {
     /// Settings both sides carry on top of linux-6.18.
@@ -92,12 +94,17 @@ pub struct SeedPair {
 pub fn pair(seed: &str) -> SeedPair {
     match seed {
         "000" => SeedPair {
-            both: &["order_lists=1"],
+            both: &["order_lists=1", "free_insert_then_merge=1"],
             off: "nr_global_goals=1",
             before: (Policy::Linux616, &["try_lock_groups=1", "goal_md_lock=0"]),
         },
         _ => SeedPair {
-            both: &["nr_global_goals=1", "goal_md_lock=1", "order_lists=1"],
+            both: &[
+                "nr_global_goals=1",
+                "goal_md_lock=1",
+                "order_lists=1",
+                "free_insert_then_merge=1",
+            ],
             off: "try_lock_groups=0",
             before: (Policy::Linux616, &[]),
         },

@@ -348,16 +348,19 @@ fn the_old_stream_goal_is_read_and_written_under_s_md_lock() {
     assert_eq!(md_locks(false).0, 0, "6.18 takes s_md_lock for the goal");
 }
 
-/// `ext4_mb_free_metadata`: a freed extent that merges into a pending free of its own
-/// transaction returns before `s_md_lock`; one that does not takes it, under the group lock,
-/// to join the transaction's freed list. With `free_md_lock=0` a free takes nothing global.
+/// `ext4_mb_free_metadata`'s `s_md_lock`, taken under the group lock. Three freed pieces of
+/// one extent, in the order last, first, middle: the last and the first merge with nothing,
+/// the middle with both. Since 6.17 a free that merges with nothing joins the transaction's
+/// list under the lock and a merge into one neighbour takes nothing, into both once (the
+/// second neighbour leaves the list): 1, 1, 1. Before (`free_insert_then_merge=1`) every free
+/// joins the list and every merged neighbour leaves it: 1, 1, 3. With `free_md_lock=0` a free
+/// takes nothing global.
 #[test]
-fn a_free_takes_s_md_lock_unless_it_merges_with_a_pending_one() {
-    let frees = |setting: &str| {
+fn a_free_takes_s_md_lock_once_plus_once_per_merge_before_6_17() {
+    let frees = |settings: &[&str]| {
         let vol = Volume::new(1 << 30).unwrap();
-        let a = vol
-            .allocator(Policy::Linux618, 2, &[setting.to_string()])
-            .unwrap();
+        let settings: Vec<String> = settings.iter().map(|s| s.to_string()).collect();
+        let a = vol.allocator(Policy::Linux618, 2, &settings).unwrap();
         let mut f = File::new(FIRST_FILE_INO);
         while f.place < 256 {
             let got = a
@@ -368,18 +371,33 @@ fn a_free_takes_s_md_lock_unless_it_merges_with_a_pending_one() {
         let [whole] = f.extents() else {
             panic!("one extent expected: {:?}", f.extents())
         };
-        let half = whole.len / 2;
-        let low = mballoc::Extent::new(whole.start, half);
-        let high = mballoc::Extent::new(whole.start + u64::from(half), half);
+        let third = whole.len / 3;
+        let piece = |i: u32| mballoc::Extent::new(whole.start + u64::from(i * third), third);
         let rec = Rc::new(MdRecorder::default());
         let installed = vcpu::install(Rc::clone(&rec) as Rc<dyn Hook>);
-        a.free(FIRST_FILE_INO, high).unwrap(); // new: takes the lock
-        a.free(FIRST_FILE_INO, low).unwrap(); // ends where `high` starts: merges
+        let mut takes = Vec::new();
+        for i in [2, 0, 1] {
+            let before = rec.md.get();
+            a.free(FIRST_FILE_INO, piece(i)).unwrap();
+            takes.push(rec.md.get() - before);
+        }
         drop(installed);
-        (rec.md.get(), rec.md_under_group.get())
+        assert_eq!(
+            rec.md.get(),
+            rec.md_under_group.get(),
+            "all under a group lock"
+        );
+        takes
     };
-    assert_eq!(frees("free_md_lock=1"), (1, 1));
-    assert_eq!(frees("free_md_lock=0"), (0, 0));
+    assert_eq!(frees(&["free_md_lock=1"]), [1, 1, 1]);
+    assert_eq!(
+        frees(&["free_md_lock=1", "free_insert_then_merge=1"]),
+        [1, 1, 3]
+    );
+    assert_eq!(
+        frees(&["free_md_lock=0", "free_insert_then_merge=1"]),
+        [0, 0, 0]
+    );
 }
 
 /// `ext4_mb_mark_context` checksums the whole bitmap before it unlocks the group, at every

@@ -52,7 +52,7 @@ pub struct Allocator {
     pub(crate) goals: Box<[Padded<AtomicU32>]>,
     /// The file system's one `s_md_lock`, where the kernel takes it: around the stream goal
     /// before 6.17 (tunable `goal_md_lock`: every stream allocation queues on it twice), and
-    /// for each freed extent that merges with no pending one (`free_md_lock`, every kernel).
+    /// for freed extents (`free_md_lock`, every kernel; how often: `free_insert_then_merge`).
     pub(crate) md_lock: Padded<Mutex<MdLock>>,
     /// Inode PAs by owner, locality-group PAs by CPU.
     pub(crate) pa: Preallocs,

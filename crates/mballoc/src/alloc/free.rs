@@ -199,10 +199,9 @@ impl Allocator {
             start: c.start,
             len: c.len,
         });
-        if !merged && self.tun.load().free_md_lock {
-            // ext4_mb_free_metadata: list_add_tail to the transaction's s_freed_data_list
-            // under s_md_lock, the group lock held. The library's own list is per group and
-            // needs nothing global; the setting keeps the kernel's lock for the model.
+        // The library's own list is per group and needs nothing global; the setting keeps
+        // the kernel's lock, taken under the group lock, for the model.
+        for _ in 0..free_md_locks(&self.tun.load(), merged) {
             drop(self.md_lock.lock());
         }
         self.free_pending.add(i64::from(c.len));
@@ -409,6 +408,23 @@ pub(crate) fn whole_clusters(geo: &Geometry, extent: Extent, flags: FreeFlags) -
     }
     debug_assert!(geo.cluster_offset(block) == 0 && geo.cluster_offset(count) == 0);
     Some(Extent::new(block, count as u32))
+}
+
+/// How often `ext4_mb_free_metadata` takes `s_md_lock` for a freed extent that merged with
+/// `merged` pending neighbours. Before 6.17 the extent was inserted first and each merged
+/// neighbour left the transaction's list (`list_del`) under the lock, then the extent joined
+/// it (`list_add_tail`): 1 + merged. Since `ext4: merge freed extent with existing extents
+/// before insertion` the extent merges into its neighbour first (no lock), a second merge
+/// removes that neighbour's list entry (`ext4_merge_freed_extents`), and only an extent that
+/// merged with nothing is added: 1, 0, 1.
+fn free_md_locks(tun: &crate::tunables::Tunables, merged: u8) -> u8 {
+    debug_assert!(merged <= 2, "an extent has two neighbours, not {merged}");
+    match (tun.free_md_lock, tun.free_insert_then_merge, merged) {
+        (false, _, _) => 0,
+        (true, true, m) => 1 + m,
+        (true, false, 1) => 0,
+        (true, false, _) => 1,
+    }
 }
 
 #[cfg(test)]

@@ -146,9 +146,9 @@ impl GroupState {
     /// into a pending free of the same transaction that ends where it starts or starts where
     /// it ends (`ext4_freed_extents_can_be_merged`), else inserted in place. `pending` stays
     /// sorted by start, so the neighbours are found by a binary search, as the kernel finds
-    /// them in `bb_free_root`. Returns whether it merged: a free that did not is added to the
-    /// transaction's list, which in the kernel takes `s_md_lock`.
-    pub fn add_pending(&mut self, p: PendingFree) -> bool {
+    /// them in `bb_free_root`. Returns how many neighbours it merged with (0, 1 or 2): what
+    /// decides how often the kernel takes `s_md_lock` for it (`Allocator::free_md_locks`).
+    pub fn add_pending(&mut self, p: PendingFree) -> u8 {
         let at = self.pending.partition_point(|q| q.start < p.start);
         debug_assert!(
             self.pending
@@ -168,19 +168,23 @@ impl GroupState {
             (true, true) => {
                 let next = self.pending.remove(at);
                 self.pending[at - 1].len += p.len + next.len;
+                2
             }
-            (true, false) => self.pending[at - 1].len += p.len,
+            (true, false) => {
+                self.pending[at - 1].len += p.len;
+                1
+            }
             (false, true) => {
                 let q = &mut self.pending[at];
                 q.start = p.start;
                 q.len += p.len;
+                1
             }
             (false, false) => {
                 self.pending.insert(at, p);
-                return false;
+                0
             }
         }
-        true
     }
 
     /// Forgets the registered PA that starts at `start` (retired or used up).
@@ -350,20 +354,21 @@ mod pending_tests {
     #[test]
     fn pending_frees_merge_with_neighbours_of_their_own_transaction() {
         let mut st = GroupState::default();
-        assert!(!st.add_pending(p(1, 10, 2)));
-        assert!(!st.add_pending(p(1, 20, 2)));
-        assert!(st.add_pending(p(1, 12, 3)), "joins the left one");
-        assert!(st.add_pending(p(1, 18, 2)), "joins the right one");
+        assert_eq!(st.add_pending(p(1, 10, 2)), 0);
+        assert_eq!(st.add_pending(p(1, 20, 2)), 0);
+        assert_eq!(st.add_pending(p(1, 12, 3)), 1, "joins the left one");
+        assert_eq!(st.add_pending(p(1, 18, 2)), 1, "joins the right one");
         assert_eq!(st.pending, vec![p(1, 10, 5), p(1, 18, 4)]);
-        assert!(st.add_pending(p(1, 15, 3)), "closes the gap");
+        assert_eq!(st.add_pending(p(1, 15, 3)), 2, "closes the gap");
         assert_eq!(st.pending, vec![p(1, 10, 12)]);
-        assert!(!st.add_pending(p(2, 22, 1)), "another transaction");
-        assert!(
-            !st.add_pending(p(2, 4, 6)),
+        assert_eq!(st.add_pending(p(2, 22, 1)), 0, "another transaction");
+        assert_eq!(
+            st.add_pending(p(2, 4, 6)),
+            0,
             "ends where tid 1 starts, other tid"
         );
         assert_eq!(st.pending, vec![p(2, 4, 6), p(1, 10, 12), p(2, 22, 1)]);
-        assert!(st.add_pending(p(2, 23, 1)));
+        assert_eq!(st.add_pending(p(2, 23, 1)), 1);
         assert_eq!(st.pending.last(), Some(&p(2, 22, 2)));
     }
 }

@@ -1,0 +1,506 @@
+//! The kernel series seeds 000 and 001 belong to, patch by patch, at the seeds' scale.
+//!
+//! Both seeds are patches of Baokun Li's "ext4: better scalability for ext4 block allocation"
+//! (v3, 17 patches, 2025-07-14, merged for 6.17). Seven of its mails carry the same
+//! fallocate2 table (80 containers on a Kunpeng 920, 96 on two AMD 9654, `mb_optimize_scan`
+//! 0 and 1), each measuring its patch on top of the ones before it, and the cover letter the
+//! whole series. The model has a switch for five of those patches, so the series is a ladder
+//! of six kernels ([`RUNGS`]), each linux-6.18 plus settings, and every published step is a
+//! pair of neighbouring rungs: eleven more checks of the same model beside the seeds' eight,
+//! none of them an input. The published figures are in `docs/measurements/ext4-scalability-
+//! series.csv` with their sources; [`STEPS`] holds the same numbers.
+
+use std::collections::BTreeMap;
+
+use mballoc::Policy;
+use serde::Serialize;
+
+use super::cost::Machine;
+use super::{run_point, VcpuConfig};
+use crate::bench::BenchError;
+
+/// The kernels of the ladder, oldest first: a name and the settings on top of linux-6.18.
+/// Each rung drops one setting of the one before it, the switch of one patch.
+pub const RUNGS: [(&str, &[&str]); 6] = [
+    (
+        "before the series",
+        &[
+            "nr_global_goals=1",
+            "goal_md_lock=1",
+            "order_lists=1",
+            "free_insert_then_merge=1",
+            "try_lock_groups=0",
+        ],
+    ),
+    (
+        "01 try-lock",
+        &[
+            "nr_global_goals=1",
+            "goal_md_lock=1",
+            "order_lists=1",
+            "free_insert_then_merge=1",
+        ],
+    ),
+    (
+        "04 goal without s_md_lock",
+        &[
+            "nr_global_goals=1",
+            "order_lists=1",
+            "free_insert_then_merge=1",
+        ],
+    ),
+    (
+        "05 global goals",
+        &["order_lists=1", "free_insert_then_merge=1"],
+    ),
+    ("09 merge before insert", &["order_lists=1"]),
+    ("17 xarrays, linear-like", &[]),
+];
+
+/// One published row: per-container fallocate ops/s before and after a step.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Figure {
+    pub machine: &'static str,
+    pub cpus: u32,
+    pub optimize_scan: bool,
+    pub base: f64,
+    pub patched: f64,
+}
+
+impl Figure {
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.patched / self.base - 1.0)
+    }
+}
+
+/// A published step: its patches, the rungs it goes between (`None`: no switch models it),
+/// and its four rows.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Step {
+    pub patches: &'static str,
+    pub subject: &'static str,
+    pub rungs: Option<(usize, usize)>,
+    pub figures: [Figure; 4],
+}
+
+const fn rows(k0: (f64, f64), k1: (f64, f64), a0: (f64, f64), a1: (f64, f64)) -> [Figure; 4] {
+    const fn f(machine: &'static str, cpus: u32, scan: bool, v: (f64, f64)) -> Figure {
+        Figure {
+            machine,
+            cpus,
+            optimize_scan: scan,
+            base: v.0,
+            patched: v.1,
+        }
+    }
+    [
+        f("Kunpeng 920", 80, false, k0),
+        f("Kunpeng 920", 80, true, k1),
+        f("AMD 9654 x2", 96, false, a0),
+        f("AMD 9654 x2", 96, true, a1),
+    ]
+}
+
+/// The series' published tables (v3), each step's base the previous step's patched figure.
+/// 15 and 17 are one step here: the model's xarrays are 17's walk, and 15's own walk (the
+/// lists' order over xarrays) has no switch; their figures are 15's base and 17's patched.
+pub const STEPS: [Step; 7] = [
+    Step {
+        patches: "01",
+        subject: "ext4: add ext4_try_lock_group() to skip busy groups (seed 001)",
+        rungs: Some((0, 1)),
+        figures: rows(
+            (2667.0, 4821.0),
+            (2643.0, 4784.0),
+            (3450.0, 15371.0),
+            (3209.0, 6101.0),
+        ),
+    },
+    Step {
+        patches: "04",
+        subject: "ext4: remove unnecessary s_md_lock on update s_mb_last_group",
+        rungs: Some((1, 2)),
+        figures: rows(
+            (4821.0, 9636.0),
+            (4784.0, 4834.0),
+            (15371.0, 22341.0),
+            (6101.0, 9177.0),
+        ),
+    },
+    Step {
+        patches: "05",
+        subject: "ext4: utilize multiple global goals to reduce contention (seed 000)",
+        rungs: Some((2, 3)),
+        figures: rows(
+            (9636.0, 19628.0),
+            (4834.0, 7129.0),
+            (22341.0, 53760.0),
+            (9177.0, 12716.0),
+        ),
+    },
+    Step {
+        patches: "08",
+        subject: "ext4: convert sbi->s_mb_free_pending to atomic_t",
+        rungs: None,
+        figures: rows(
+            (19628.0, 20043.0),
+            (7129.0, 7290.0),
+            (53760.0, 54999.0),
+            (12716.0, 13497.0),
+        ),
+    },
+    Step {
+        patches: "09",
+        subject: "ext4: merge freed extent with existing extents before insertion",
+        rungs: Some((3, 4)),
+        figures: rows(
+            (20043.0, 20097.0),
+            (7290.0, 13318.0),
+            (54999.0, 53603.0),
+            (13497.0, 20887.0),
+        ),
+    },
+    Step {
+        patches: "15+17",
+        subject: "ext4: convert free groups order lists to xarrays; implement linear-like \
+                  traversal across order xarrays",
+        rungs: Some((4, 5)),
+        figures: rows(
+            (20097.0, 20049.0),
+            (13318.0, 19342.0),
+            (53603.0, 52125.0),
+            (20887.0, 50331.0),
+        ),
+    },
+    Step {
+        patches: "00",
+        subject: "the whole series (cover letter)",
+        rungs: Some((0, 5)),
+        figures: rows(
+            (2667.0, 20049.0),
+            (2643.0, 19342.0),
+            (3450.0, 52125.0),
+            (3209.0, 50331.0),
+        ),
+    },
+];
+
+/// A published change under 10 % either way is judged as "no large change": ours must be
+/// under 10 % too. Its sign is noise (the seeds' own one-container rows move 2-6 %).
+pub const SMALL_PCT: f64 = 10.0;
+
+/// The cover letter's curve before the series: average ops/s per container at 1 to 64
+/// containers (the v1 posting's Kunpeng 920, whose 64-container figure it repeats).
+pub const BEFORE_CURVE: [(u32, f64); 7] = [
+    (1, 295_287.0),
+    (2, 70_665.0),
+    (4, 33_865.0),
+    (8, 19_387.0),
+    (16, 10_104.0),
+    (32, 5_588.0),
+    (64, 3_588.0),
+];
+
+/// One published row and ours.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    pub patches: &'static str,
+    pub figure: Figure,
+    /// Our per-CPU rates before and after; `None` where no switch models the step.
+    pub ours: Option<(f64, f64)>,
+    /// `pass`, `FAIL` or `--` (not modelled).
+    pub verdict: &'static str,
+    /// How it was judged.
+    pub rule: &'static str,
+}
+
+impl Checked {
+    fn judge(patches: &'static str, figure: Figure, ours: Option<(f64, f64)>) -> Checked {
+        let Some((b, p)) = ours else {
+            return Checked {
+                patches,
+                figure,
+                ours,
+                verdict: "--",
+                rule: "not modelled",
+            };
+        };
+        let (pub_pct, our_pct) = (figure.change_pct(), 100.0 * (p / b - 1.0));
+        let (ok, rule) = if pub_pct.abs() < SMALL_PCT {
+            (our_pct.abs() < SMALL_PCT, "under 10 % both")
+        } else {
+            let ratio = our_pct / pub_pct;
+            if (0.75..=1.25).contains(&ratio) {
+                (true, "within ±25 %")
+            } else {
+                ((0.5..=2.0).contains(&ratio), "within ×2")
+            }
+        };
+        Checked {
+            patches,
+            figure,
+            ours,
+            verdict: if ok { "pass" } else { "FAIL" },
+            rule,
+        }
+    }
+
+    pub fn our_pct(&self) -> Option<f64> {
+        self.ours.map(|(b, p)| 100.0 * (p / b - 1.0))
+    }
+}
+
+/// The series' rows and the curve before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeriesReport {
+    pub rows: Vec<Checked>,
+    /// (CPUs, published per-container rate over one container's, ours the same way).
+    pub before_curve: Vec<(u32, f64, f64)>,
+}
+
+/// Per-CPU fallocate2 rates of rungs, each point run once.
+struct Rates {
+    horizon_ns: u64,
+    done: BTreeMap<(usize, bool, u32), f64>,
+}
+
+impl Rates {
+    fn get(&mut self, rung: usize, scan: bool, n: u32) -> Result<f64, BenchError> {
+        if let Some(&r) = self.done.get(&(rung, scan, n)) {
+            return Ok(r);
+        }
+        let r = run_point(&config(rung, scan, self.horizon_ns), n)?.ops_per_s_per_cpu;
+        self.done.insert((rung, scan, n), r);
+        Ok(r)
+    }
+}
+
+/// A rung's fallocate2 configuration (server costs).
+fn config(rung: usize, scan: bool, horizon_ns: u64) -> VcpuConfig {
+    let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
+    settings.extend(RUNGS[rung].1.iter().map(|s| s.to_string()));
+    let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
+    cfg.horizon_ns = horizon_ns;
+    cfg
+}
+
+/// Runs every modelled step's rows and the curve before the series (`horizon_ns` of virtual
+/// time per CPU; `None`: the fallocate2 default).
+pub fn run(horizon_ns: Option<u64>) -> Result<SeriesReport, BenchError> {
+    let horizon_ns = horizon_ns.unwrap_or_else(|| {
+        VcpuConfig::fallocate2(Policy::Linux618, &[], Machine::Server).horizon_ns
+    });
+    let mut rates = Rates {
+        horizon_ns,
+        done: BTreeMap::new(),
+    };
+    let mut rows = Vec::new();
+    for step in STEPS {
+        for f in step.figures {
+            let ours = match step.rungs {
+                Some((a, b)) => Some((
+                    rates.get(a, f.optimize_scan, f.cpus)?,
+                    rates.get(b, f.optimize_scan, f.cpus)?,
+                )),
+                None => None,
+            };
+            rows.push(Checked::judge(step.patches, f, ours));
+        }
+    }
+    // The cover letter does not say which mb_optimize_scan; 1 was the default.
+    let one = rates.get(0, true, 1)?;
+    let mut before_curve = Vec::new();
+    for (n, published) in BEFORE_CURVE {
+        let ours = rates.get(0, true, n)? / one;
+        before_curve.push((n, published / BEFORE_CURVE[0].1, ours));
+    }
+    Ok(SeriesReport { rows, before_curve })
+}
+
+/// The report as two tables.
+pub fn render(r: &SeriesReport) -> String {
+    use std::fmt::Write;
+    let mut t = String::from(
+        "ext4: better scalability for ext4 block allocation (v3), step by step: per-CPU \
+         fallocate2 ops/s, ours (server costs) against the published per-container figures\n",
+    );
+    let _ = writeln!(
+        t,
+        "{:<6} {:<12} {:>5} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9}  verdict",
+        "patch",
+        "machine",
+        "cpus",
+        "scan",
+        "ours base",
+        "patched",
+        "ours",
+        "pub base",
+        "patched",
+        "published"
+    );
+    for c in &r.rows {
+        let f = c.figure;
+        let (ob, op, pct) = match (c.ours, c.our_pct()) {
+            (Some((b, p)), Some(x)) => (format!("{b:.0}"), format!("{p:.0}"), format!("{x:+.1}%")),
+            _ => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            t,
+            "{:<6} {:<12} {:>5} {:>4} {:>9} {:>9} {:>8} {:>9.0} {:>9.0} {:>+8.1}%  [{}] {}",
+            c.patches,
+            f.machine,
+            f.cpus,
+            u8::from(f.optimize_scan),
+            ob,
+            op,
+            pct,
+            f.base,
+            f.patched,
+            f.change_pct(),
+            c.verdict,
+            c.rule
+        );
+    }
+    let judged = r.rows.iter().filter(|c| c.verdict != "--").count();
+    let met = r.rows.iter().filter(|c| c.verdict == "pass").count();
+    let _ = writeln!(
+        t,
+        "{met} of {judged} modelled rows met (changes under {SMALL_PCT:.0} % judged as under \
+         {SMALL_PCT:.0} % both; else within ±25 % or ×2)\n"
+    );
+    let _ = writeln!(
+        t,
+        "Before the series, per-container rate over one container's (cover letter; ours: the \
+         first rung, mb_optimize_scan=1)\n{:>5} {:>10} {:>8} {:>10}",
+        "cpus", "published", "ours", "ours/pub"
+    );
+    for &(n, p, o) in &r.before_curve {
+        let _ = writeln!(t, "{n:>5} {p:>10.3} {o:>8.3} {:>10.2}", o / p);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcpus::seeds::pair;
+
+    /// Seeds 000 and 001 are two of the ladder's steps: their pairs are its rungs, so the
+    /// seeds' rows and the series' rows run the same kernels.
+    #[test]
+    fn the_seeds_pairs_are_rungs_of_the_ladder() {
+        let rung = |i: usize| -> Vec<String> {
+            let mut v: Vec<String> = RUNGS[i].1.iter().map(|s| s.to_string()).collect();
+            v.sort();
+            v
+        };
+        let side = |seed: &str, base: bool| {
+            let mut v = pair(seed).settings(base);
+            v.sort();
+            v
+        };
+        assert_eq!(side("001", true), rung(0));
+        assert_eq!(side("001", false), rung(1));
+        assert_eq!(side("000", true), rung(2));
+        assert_eq!(side("000", false), rung(3));
+    }
+
+    /// Each rung drops exactly one setting of the one before, and the last is linux-6.18.
+    #[test]
+    fn each_rung_is_one_switch_from_the_last() {
+        for w in RUNGS.windows(2) {
+            let (a, b) = (w[0].1, w[1].1);
+            assert_eq!(a.len(), b.len() + 1, "{} -> {}", w[0].0, w[1].0);
+            assert!(b.iter().all(|s| a.contains(s)), "{} -> {}", w[0].0, w[1].0);
+        }
+        assert!(RUNGS[RUNGS.len() - 1].1.is_empty());
+    }
+
+    /// The published tables chain: each step's base is the step before's patched figure
+    /// (as published), and the cover letter's totals are the chain's ends.
+    #[test]
+    fn the_published_steps_chain() {
+        let (steps, whole) = STEPS.split_at(STEPS.len() - 1);
+        for w in steps.windows(2) {
+            for (a, b) in w[0].figures.iter().zip(&w[1].figures) {
+                assert_eq!(a.patched, b.base, "{} -> {}", w[0].patches, w[1].patches);
+            }
+        }
+        for (i, f) in whole[0].figures.iter().enumerate() {
+            assert_eq!(f.base, steps[0].figures[i].base);
+            assert_eq!(f.patched, steps[steps.len() - 1].figures[i].patched);
+        }
+    }
+
+    /// [`STEPS`] and [`BEFORE_CURVE`] are the stored reference tables, number for number.
+    #[test]
+    fn the_steps_are_the_stored_tables() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/measurements/");
+        let text = std::fs::read_to_string(format!("{dir}ext4-scalability-series.csv"))
+            .expect("stored series table");
+        let mut stored = BTreeMap::new();
+        for line in text.lines().skip(1) {
+            let patch = line.split(',').next().expect("patch");
+            // After the quoted subject: message id, machine, containers, scan, base, patched.
+            let rest: Vec<&str> = line
+                .rsplit('"')
+                .next()
+                .expect("fields")
+                .split(',')
+                .collect();
+            let num = |i: usize| rest[i].parse::<f64>().expect("number");
+            stored.insert(
+                (patch.to_string(), rest[2].to_string(), num(4) == 1.0),
+                (num(5), num(6)),
+            );
+        }
+        let find = |patch: &str, f: &Figure| {
+            stored[&(patch.to_string(), f.machine.to_string(), f.optimize_scan)]
+        };
+        for step in STEPS {
+            for f in step.figures {
+                let (base, patched) = match step.patches {
+                    "15+17" => (find("15", &f).0, find("17", &f).1),
+                    p => find(p, &f),
+                };
+                assert_eq!(
+                    (f.base, f.patched),
+                    (base, patched),
+                    "{} {f:?}",
+                    step.patches
+                );
+            }
+        }
+        let curve = std::fs::read_to_string(format!("{dir}ext4-scalability-before-series.csv"))
+            .expect("stored curve");
+        let stored: Vec<(u32, f64)> = curve
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (n, r) = l.split_once(',').expect("two fields");
+                (n.parse().expect("count"), r.parse().expect("rate"))
+            })
+            .collect();
+        assert_eq!(stored, BEFORE_CURVE);
+    }
+
+    /// The verdict rule: small published changes need a small change of ours, large ones
+    /// the same sign within ×2; an unmodelled step is not judged.
+    #[test]
+    fn small_changes_are_judged_by_size_large_ones_by_ratio() {
+        let f = |b: f64, p: f64| Figure {
+            machine: "m",
+            cpus: 80,
+            optimize_scan: false,
+            base: b,
+            patched: p,
+        };
+        let v = |fig: Figure, ours: Option<(f64, f64)>| Checked::judge("x", fig, ours).verdict;
+        assert_eq!(v(f(100.0, 102.0), Some((100.0, 108.0))), "pass");
+        assert_eq!(v(f(100.0, 102.0), Some((100.0, 150.0))), "FAIL");
+        assert_eq!(v(f(100.0, 200.0), Some((100.0, 160.0))), "pass");
+        assert_eq!(v(f(100.0, 200.0), Some((100.0, 140.0))), "FAIL");
+        assert_eq!(v(f(100.0, 200.0), Some((100.0, 60.0))), "FAIL");
+        assert_eq!(v(f(100.0, 200.0), None), "--");
+    }
+}
