@@ -74,9 +74,9 @@ struct BenchArgs {
     /// (e.g. 1,2,4,8,16,32,64,96,128) instead of this machine's threads (docs/vcpus.md).
     #[arg(long, value_parser = cli::args::thread_list, value_name = "N,N,...")]
     vcpus: Option<cli::args::ThreadList>,
-    /// With --vcpus: whose costs: published server line costs, this machine's, or the
-    /// measured 16-core machine's (docs/vcpus.md).
-    #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16"])]
+    /// With --vcpus: whose costs: published server line costs, this machine's, the
+    /// measured 16-core machine's, or the seeds' servers' (docs/vcpus.md).
+    #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16", "kunpeng920", "epyc9654x2"])]
     machine: String,
     /// With --vcpus: policies to run (default linux-6.16, linux-6.18, proposed).
     #[arg(long, value_delimiter = ',')]

@@ -71,8 +71,9 @@ pub struct Scenario {
     pub vcpus: Option<ThreadList>,
     /// With `--vcpus`: whose costs (docs/vcpus.md): `server`, published server line costs;
     /// `local`, this machine's; `xeon16`, the 16-core machine whose kernel was measured at
-    /// 1-16 processes.
-    #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16"])]
+    /// 1-16 processes; `kunpeng920`, `epyc9654x2`, the seeds' servers (their published
+    /// one-container speed, server line costs).
+    #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16", "kunpeng920", "epyc9654x2"])]
     pub machine: String,
 }
 

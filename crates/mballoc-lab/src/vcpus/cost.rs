@@ -123,8 +123,16 @@ pub const XEON_CSUM_4K_NS: f64 = 182.0;
 /// checksum in the published proportion, 140 × 57 / 182 = 43.8 ns.
 pub const XEON_CSUM_FLIP_NS: f64 = 57.0;
 
+/// The seeds' two servers, one container, the kernel before the series seeds 000 and 001
+/// belong to (its cover letter: "ext4: better scalability for ext4 block allocation" v3,
+/// 2025-07-14, P1 columns), fallocate2 ops/s with `mb_optimize_scan` 0 and 1. Their one-CPU
+/// speed, the same for both sides of every pair and every step; their many-container figures
+/// stay the test (docs/measurements/ext4-scalability-series.csv).
+pub const KUNPENG920_OPS_1P: [f64; 2] = [314_065.0, 316_344.0];
+pub const EPYC9654X2_OPS_1P: [f64; 2] = [205_851.0, 207_373.0];
+
 /// Which machine's interaction costs a run uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Machine {
     /// Published server figures (the seeds' machines).
@@ -134,18 +142,47 @@ pub enum Machine {
     /// The 16-core machine of `XEON16_*`: its own kernel's work costs and line costs, so
     /// that the model's 1-16 CPU curve can be held against that kernel's measured one.
     Xeon16,
+    /// Seed 000's and 001's Kunpeng 920: its published one-container fallocate2 rate
+    /// ([`KUNPENG920_OPS_1P`]), this machine's split of a call between allocator and the rest,
+    /// and `server`'s line costs (no published core-to-core figure for it was found).
+    Kunpeng920,
+    /// Their two AMD 9654: the same from [`EPYC9654X2_OPS_1P`], Zen 4's line costs.
+    Epyc9654x2,
 }
 
 impl Machine {
     /// The names `--machine` takes.
-    pub const NAMES: [&'static str; 3] = ["server", "local", "xeon16"];
+    pub const NAMES: [&'static str; 5] = ["server", "local", "xeon16", "kunpeng920", "epyc9654x2"];
 
     pub fn from_name(name: &str) -> Option<Machine> {
         match name {
             "server" => Some(Machine::Server),
             "local" => Some(Machine::Local),
             "xeon16" => Some(Machine::Xeon16),
+            "kunpeng920" => Some(Machine::Kunpeng920),
+            "epyc9654x2" => Some(Machine::Epyc9654x2),
             _ => None,
+        }
+    }
+
+    /// The machine a seed's published row was measured on ("Kunpeng 920", "AMD 9654 x2").
+    pub fn of_row(name: &str) -> Machine {
+        if name.starts_with("Kunpeng") {
+            Machine::Kunpeng920
+        } else {
+            Machine::Epyc9654x2
+        }
+    }
+
+    /// How much faster than this machine a seed's server runs one fallocate2 call (its
+    /// published one-container rate over ours, the same kernel era): its work costs are
+    /// this machine's divided by it; 1 for the others.
+    fn speedup(self, scan: bool) -> f64 {
+        let i = usize::from(scan);
+        match self {
+            Machine::Kunpeng920 => KUNPENG920_OPS_1P[i] / KERNEL_OPS_1P[i],
+            Machine::Epyc9654x2 => EPYC9654X2_OPS_1P[i] / KERNEL_OPS_1P[i],
+            Machine::Server | Machine::Local | Machine::Xeon16 => 1.0,
         }
     }
 
@@ -154,18 +191,19 @@ impl Machine {
     /// keeps this machine's work costs and changes only the line costs.
     fn kernel_call(self, scan: bool) -> (f64, f64) {
         let i = usize::from(scan);
+        let k = self.speedup(scan);
         match self {
-            Machine::Server | Machine::Local => (KERNEL_CALL_NS, KERNEL_OPS_1P[i]),
             Machine::Xeon16 => (XEON16_CALL_NS[i], XEON16_OPS_1P[i]),
+            _ => (KERNEL_CALL_NS / k, KERNEL_OPS_1P[i] * k),
         }
     }
 
     /// The kernel's crc32c of a 4 KiB block bitmap, ns (`server` keeps this machine's work
     /// costs, as [`Machine::kernel_call`]).
-    fn csum_4k(self) -> f64 {
+    fn csum_4k(self, scan: bool) -> f64 {
         match self {
-            Machine::Server | Machine::Local => LOCAL_CSUM_4K_NS,
             Machine::Xeon16 => XEON_CSUM_4K_NS,
+            _ => LOCAL_CSUM_4K_NS / self.speedup(scan),
         }
     }
 
@@ -175,26 +213,27 @@ impl Machine {
     /// servers and this 2-vCPU machine were not measured so: 1, a CPU as fast at N as alone.
     pub fn ceiling(self, n: u32) -> f64 {
         match self {
-            Machine::Server | Machine::Local => 1.0,
             Machine::Xeon16 => blend(&XEON16_CEILING, n).min(1.0),
+            _ => 1.0,
         }
     }
 
     /// The incremental update of a bitmap's checksum after a marking, ns
     /// ([`XEON_CSUM_FLIP_NS`]).
-    fn csum_flip(self) -> f64 {
+    /// `csum_4k`: the machine's full checksum, which the others' update is in proportion to.
+    fn csum_flip(self, csum_4k: f64) -> f64 {
         match self {
             Machine::Xeon16 => XEON_CSUM_FLIP_NS,
-            Machine::Server | Machine::Local => {
-                LOCAL_CSUM_4K_NS * XEON_CSUM_FLIP_NS / XEON_CSUM_4K_NS
-            }
+            _ => csum_4k * XEON_CSUM_FLIP_NS / XEON_CSUM_4K_NS,
         }
     }
 
     /// Cache-line transfer and lock hand-off, ns.
     fn lines(self) -> (u64, u64) {
         match self {
-            Machine::Server => (SERVER_TRANSFER_NS, SERVER_TRANSFER_NS),
+            Machine::Server | Machine::Kunpeng920 | Machine::Epyc9654x2 => {
+                (SERVER_TRANSFER_NS, SERVER_TRANSFER_NS)
+            }
             Machine::Local => (LOCAL_TRANSFER_NS, LOCAL_HANDOFF_NS),
             Machine::Xeon16 => (XEON16_TRANSFER_NS, XEON16_HANDOFF_NS),
         }
@@ -248,7 +287,7 @@ impl Costs {
         let (call_ns, ops_1p) = machine.kernel_call(scan);
         let whole = 1e9 / ops_1p;
         let (transfer_ns, handoff_ns) = machine.lines();
-        let csum_4k_ns = machine.csum_4k();
+        let csum_4k_ns = machine.csum_4k(scan);
         // The call's one marking (`ext4_mb_mark_diskspace_used`) checksums the bitmap: that
         // part of the measured call is charged where it happens, the rest over the points.
         // A truncate's frees checksum too; at one extent freed per 128 calls their share of
@@ -271,7 +310,7 @@ impl Costs {
     /// the points), so a call gets cheaper by the difference, inside the group lock.
     pub fn with_incremental_csum(self, on: bool) -> Costs {
         Costs {
-            csum_flip_ns: on.then(|| self.machine.csum_flip()),
+            csum_flip_ns: on.then(|| self.machine.csum_flip(self.csum_4k_ns)),
             ..self
         }
     }

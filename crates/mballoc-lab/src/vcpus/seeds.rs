@@ -151,8 +151,8 @@ pub struct Row {
 pub struct Points {
     /// Virtual time each CPU runs, ns.
     horizon_ns: u64,
-    /// (variant, scan, side's settings) -> cpus -> ops/s per CPU.
-    done: BTreeMap<(String, bool, Vec<String>), BTreeMap<u32, f64>>,
+    /// (machine, variant, scan, side's settings) -> cpus -> ops/s per CPU.
+    done: BTreeMap<(Machine, String, bool, Vec<String>), BTreeMap<u32, f64>>,
 }
 
 impl Points {
@@ -165,9 +165,10 @@ impl Points {
     }
 
     /// Per-CPU ops/s of linux-6.18 with `mb_optimize_scan`, the variant's settings and
-    /// `side` (one side of a seed's pair) on `n` virtual CPUs.
+    /// `side` (one side of a seed's pair) on `n` virtual CPUs of `machine`.
     fn rate(
         &mut self,
+        machine: Machine,
         variant: &str,
         scan: bool,
         side: Vec<String>,
@@ -176,11 +177,11 @@ impl Points {
         let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
         settings.extend(variant.split_whitespace().map(String::from));
         settings.extend(side.iter().cloned());
-        let key = (variant.to_string(), scan, side);
+        let key = (machine, variant.to_string(), scan, side);
         if let Some(&r) = self.done.get(&key).and_then(|m| m.get(&n)) {
             return Ok(r);
         }
-        let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, Machine::Server);
+        let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, machine);
         cfg.horizon_ns = self.horizon_ns;
         let r = run_point(&cfg, n)?.ops_per_s_per_cpu;
         self.done.entry(key).or_default().insert(n, r);
@@ -190,8 +191,9 @@ impl Points {
     /// One published figure and ours, base against patched at its CPU count.
     pub fn row(&mut self, pb: Published, variant: &str) -> Result<Row, BenchError> {
         let pair = pair(pb.seed);
-        let base = self.rate(variant, pb.optimize_scan, pair.settings(true), pb.cpus)?;
-        let patched = self.rate(variant, pb.optimize_scan, pair.settings(false), pb.cpus)?;
+        let m = Machine::of_row(pb.machine);
+        let base = self.rate(m, variant, pb.optimize_scan, pair.settings(true), pb.cpus)?;
+        let patched = self.rate(m, variant, pb.optimize_scan, pair.settings(false), pb.cpus)?;
         Ok(Row::judge(pb, variant, base, patched))
     }
 }
@@ -236,13 +238,14 @@ pub fn run(
             let mut patched_curve = Vec::new();
             for &n in &ns {
                 let scan = pb.optimize_scan;
+                let m = Machine::of_row(pb.machine);
                 base_curve.push((
                     f64::from(n),
-                    points.rate(variant, scan, pair.settings(true), n)?,
+                    points.rate(m, variant, scan, pair.settings(true), n)?,
                 ));
                 patched_curve.push((
                     f64::from(n),
-                    points.rate(variant, scan, pair.settings(false), n)?,
+                    points.rate(m, variant, scan, pair.settings(false), n)?,
                 ));
             }
             rows.push(points.row(pb, variant)?);
