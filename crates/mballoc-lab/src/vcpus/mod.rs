@@ -57,8 +57,10 @@ pub struct VcpuConfig {
     pub fs_bytes: u64,
     pub file_blocks: u32,
     pub chunk: u32,
-    /// Virtual time each CPU runs, ns.
+    /// Virtual time each CPU runs and counts, ns.
     pub horizon_ns: u64,
+    /// Virtual time each CPU runs first without counting, ns: a measurement's warm-up.
+    pub warmup_ns: u64,
     pub machine: Machine,
 }
 
@@ -74,6 +76,7 @@ impl VcpuConfig {
             file_blocks: 256,
             chunk: 2,
             horizon_ns: 5_000_000,
+            warmup_ns: 0,
             machine,
         }
     }
@@ -143,7 +146,12 @@ pub struct VcpuPoint {
 
 /// What one CPU's thread did.
 struct CpuOut {
+    /// Calls that started in the window, and all calls.
     calls: u64,
+    all_calls: u64,
+    /// The CPU's clock when its first counted call started, and at its end.
+    from_ns: u64,
+    to_ns: u64,
     collisions: u64,
     goal_hits: u64,
     /// The file's extents at the end.
@@ -166,10 +174,19 @@ fn cpu_loop(
         me,
     });
     let installed = vcpu::install(hook);
-    let (mut calls, mut collisions, mut goal_hits) = (0, 0, 0);
+    let (mut calls, mut all_calls, mut collisions, mut goal_hits) = (0, 0, 0, 0);
+    let mut from_ns = None;
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
-    while s.clock(me) < cfg.horizon_ns {
+    loop {
+        let now = s.clock(me);
+        if now >= cfg.warmup_ns + cfg.horizon_ns {
+            break;
+        }
+        let counted = now >= cfg.warmup_ns;
+        if counted && from_ns.is_none() {
+            from_ns = Some(now);
+        }
         s.work(me, half);
         // start_this_handle: read_lock(j_state_lock), t_updates, credits, read_unlock.
         s.touch(me, J_STATE_LOCK, Access::Write, None);
@@ -178,20 +195,24 @@ fn cpu_loop(
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
         let got = allocate(a, &req)?;
         s.mark(me, Seg::CallEnd);
-        goal_hits += u64::from(got.extent.start == req.goal);
+        let hit = got.extent.start == req.goal;
         let g = u32::try_from(got.extent.start / bpg).unwrap_or(u32::MAX);
-        {
+        let collided = {
             let mut lg = last_group.lock().unwrap_or_else(|e| e.into_inner());
-            if lg.iter().enumerate().any(|(c, &x)| c != me && x == Some(g)) {
-                collisions += 1;
-            }
+            let c = lg.iter().enumerate().any(|(c, &x)| c != me && x == Some(g));
             lg[me] = Some(g);
+            c
+        };
+        if counted {
+            goal_hits += u64::from(hit);
+            collisions += u64::from(collided);
         }
         // jbd2_journal_stop: t_updates.
         s.touch(me, TRANSACTION, Access::Write, None);
         s.work(me, half);
         f.add(got.extent);
-        calls += 1;
+        calls += u64::from(counted);
+        all_calls += 1;
         if f.place >= cfg.file_blocks {
             // The frees wait for jbd2's next commit (`ext4_mb_free_metadata`): every 5 s, far
             // beyond a point's horizon, so none comes unless the space runs out.
@@ -199,9 +220,13 @@ fn cpu_loop(
         }
     }
     drop(installed);
+    let to_ns = s.clock(me);
     s.finish(me);
     Ok(CpuOut {
         calls,
+        all_calls,
+        from_ns: from_ns.unwrap_or(to_ns),
+        to_ns,
         collisions,
         goal_hits,
         extents: f.extents().to_vec(),
@@ -304,11 +329,18 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let vol = Volume::new(cfg.fs_bytes)?;
     let lab = crate::workload::LabSettings::parse(&cfg.settings)
         .map_err(|e| BenchError::Peer(e.to_string()))?;
+    let cfg = &VcpuConfig {
+        warmup_ns: lab
+            .warmup_s
+            .map_or(cfg.warmup_ns, |s| (s * 1e9).round() as u64),
+        ..cfg.clone()
+    };
     let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
         .on_cpus(n);
     let s = Sched::new(n as usize, costs);
+    s.count_from(cfg.warmup_ns);
     let last_group = Mutex::new(vec![None; n as usize]);
     let files = staggered_files(&a, &vol, cfg, n)?;
     let groups_before = a.stats().groups_scanned;
@@ -322,23 +354,25 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
             .collect();
         hs.into_iter().map(joined).collect()
     });
-    let mut calls = 0;
+    let (mut calls, mut all_calls, mut busy_ns) = (0, 0, 0);
     let mut collisions = 0;
     let mut goal_hits = 0;
     let mut files = Vec::with_capacity(outs.len());
     for o in outs {
         let o = o?;
         calls += o.calls;
+        all_calls += o.all_calls;
+        busy_ns += o.to_ns - o.from_ns;
         collisions += o.collisions;
         goal_hits += o.goal_hits;
         files.push(o.extents);
     }
     let st = s.stats();
-    let clocks = s.clocks();
-    let busy_ns: u64 = clocks.iter().sum();
     let per = |x: f64| if calls > 0 { x / calls as f64 } else { 0.0 };
+    // The library counts groups for all calls together: warm-up and window alike.
+    let scanned = (a.stats().groups_scanned - groups_before) as f64 / all_calls.max(1) as f64;
     let mut pc = PerCall {
-        groups_scanned: per((a.stats().groups_scanned - groups_before) as f64),
+        groups_scanned: scanned,
         goal_collisions: per(collisions as f64),
         goal_hits: per(goal_hits as f64),
         line_transfers: per(st.line_transfers as f64),

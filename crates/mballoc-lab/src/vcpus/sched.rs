@@ -153,10 +153,25 @@ struct State {
     lines: HashMap<usize, Line>,
     cvs: HashMap<usize, Vec<usize>>,
     stats: SchedStats,
+    /// Events of a CPU whose clock is still before this (its warm-up) go to `warm`, which
+    /// nothing reads: the window counts only what happens once each CPU is in it.
+    count_from: u64,
+    warm: SchedStats,
     /// The disk bitmap reads wait on (`super::io`).
     device: Device,
     /// Set when no CPU can run while some wait: every thread then gives up.
     deadlock: bool,
+}
+
+impl State {
+    /// Where CPU `me`'s events count: the run's figures once its clock is in the window.
+    fn stats_of(&mut self, me: usize) -> &mut SchedStats {
+        if self.clock[me] >= self.count_from {
+            &mut self.stats
+        } else {
+            &mut self.warm
+        }
+    }
 }
 
 /// The shared scheduler; each OS thread reaches it through its [`VcpuHook`].
@@ -195,6 +210,8 @@ impl Sched {
                 lines: HashMap::new(),
                 cvs: HashMap::new(),
                 stats: SchedStats::default(),
+                count_from: 0,
+                warm: SchedStats::default(),
                 device,
                 deadlock: false,
             }),
@@ -206,6 +223,12 @@ impl Sched {
 
     pub fn costs(&self) -> &Costs {
         &self.costs
+    }
+
+    /// Counts only events at virtual times from `ns` on (each CPU's own clock): the time
+    /// before is every CPU's warm-up. Set before the CPUs start.
+    pub fn count_from(&self, ns: u64) {
+        self.state().count_from = ns;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -240,7 +263,7 @@ impl Sched {
             }
             Some(n) => {
                 st.running = n;
-                st.stats.switches += 1;
+                st.stats_of(me).switches += 1;
                 self.turn[n].notify_one();
                 if st.status[me] == Status::Done {
                     return st;
@@ -264,7 +287,7 @@ impl Sched {
         let mut st = self.state();
         debug_assert_eq!(st.running, me, "only the running CPU reaches a point");
         st.clock[me] += seg.map_or(0, |s| self.costs.segment(s));
-        st.stats.points += 1;
+        st.stats_of(me).points += 1;
         self.reschedule(me, st)
     }
 
@@ -310,7 +333,7 @@ impl Sched {
         let folio = mballoc::vcpu::is_folio_line(addr);
         let marking = addr >= mballoc::vcpu::flex_line(0);
         if folio {
-            st.stats.folio_refs += 1;
+            st.stats_of(me).folio_refs += 1;
         }
         let line = st.lines.entry(addr).or_default();
         let (cost, waited) = match access {
@@ -332,15 +355,16 @@ impl Sched {
         };
         st.clock[me] += cost;
         if cost > 0 {
-            st.stats.line_transfers += 1;
-            st.stats.line_wait_ns += waited;
+            let stats = st.stats_of(me);
+            stats.line_transfers += 1;
+            stats.line_wait_ns += waited;
             if marking {
-                st.stats.marking_line_wait_ns += waited;
+                stats.marking_line_wait_ns += waited;
             } else if seg.is_none() {
-                st.stats.outside_line_wait_ns += waited;
+                stats.outside_line_wait_ns += waited;
             }
             if folio {
-                st.stats.folio_line_wait_ns += waited;
+                stats.folio_line_wait_ns += waited;
             }
         }
     }
@@ -354,12 +378,13 @@ impl Sched {
         l.owner = Some(me);
         let moved = l.last.is_some_and(|p| p != me);
         l.last = Some(me);
-        let s = st.stats.locks.entry(kind).or_default();
+        let stats = st.stats_of(me);
+        let s = stats.locks.entry(kind).or_default();
         s.acquisitions += 1;
         if moved {
             s.migrations += 1;
+            stats.line_transfers += lines;
             st.clock[me] += lines * self.costs.transfer_ns;
-            st.stats.line_transfers += lines;
         }
         let now = st.clock[me];
         if let Some(l) = st.locks.get_mut(&lock) {
@@ -381,7 +406,6 @@ impl Sched {
                     .waiters
                     .push_back((me, now));
                 st.status[me] = Status::Blocked;
-                st.stats.locks.entry(kind).or_default().waits += 1;
                 drop(self.reschedule(me, st));
             }
         }
@@ -390,7 +414,7 @@ impl Sched {
     fn try_lock(&self, me: usize, lock: usize, kind: LockKind) -> bool {
         let mut st = self.point(me, Some(Seg::TryLock(kind)));
         if st.locks.get(&lock).is_some_and(|l| l.owner.is_some()) {
-            st.stats.locks.entry(kind).or_default().busy += 1;
+            st.stats_of(me).locks.entry(kind).or_default().busy += 1;
             return false;
         }
         self.grant(&mut st, me, lock, kind);
@@ -404,7 +428,7 @@ impl Sched {
             .get(&lock)
             .is_some_and(|l| l.owner.is_some_and(|o| o != me));
         if busy {
-            st.stats.locks.entry(kind).or_default().busy += 1;
+            st.stats_of(me).locks.entry(kind).or_default().busy += 1;
         }
         busy
     }
@@ -419,14 +443,18 @@ impl Sched {
             .expect("releasing a lock never taken");
         assert_eq!(l.owner, Some(me), "a CPU releasing a lock it does not hold");
         l.owner = None;
-        let held = now - l.since;
-        st.stats.locks.entry(kind).or_default().hold_ns += held;
+        // Only the part in the window counts: a hold or a wait begun in the warm-up too.
+        let held = now - l.since.max(st.count_from.min(now));
+        st.stats_of(me).locks.entry(kind).or_default().hold_ns += held;
         let l = st.locks.get_mut(&lock).expect("just seen");
         if let Some((w, since)) = l.waiters.pop_front() {
             st.clock[w] = st.clock[w].max(now) + handoff;
             st.status[w] = Status::Runnable;
-            let waited = st.clock[w] - since;
-            st.stats.locks.entry(kind).or_default().wait_ns += waited;
+            let waited = st.clock[w] - since.max(st.count_from.min(st.clock[w]));
+            // A wait counts where it ends (a warm-up's that ends in the window, its part).
+            let s = st.stats_of(w).locks.entry(kind).or_default();
+            s.waits += 1;
+            s.wait_ns += waited;
             self.grant(st, w, lock, kind);
         }
     }

@@ -14,7 +14,18 @@ use super::*;
 
 /// Runs `body(me, hook)` on `n` virtual CPUs over `costs`; returns the final clocks.
 fn synthetic(n: usize, costs: Costs, body: impl Fn(usize, &VcpuHook) + Sync) -> Vec<u64> {
+    synthetic_from(n, costs, 0, body).0
+}
+
+/// [`synthetic`], counting from virtual time `from`; also returns the window's figures.
+fn synthetic_from(
+    n: usize,
+    costs: Costs,
+    from: u64,
+    body: impl Fn(usize, &VcpuHook) + Sync,
+) -> (Vec<u64>, super::sched::SchedStats) {
     let s = Sched::new(n, costs);
+    s.count_from(from);
     std::thread::scope(|sc| {
         for me in 0..n {
             let (s, body) = (&s, &body);
@@ -29,7 +40,7 @@ fn synthetic(n: usize, costs: Costs, body: impl Fn(usize, &VcpuHook) + Sync) -> 
             });
         }
     });
-    s.clocks()
+    (s.clocks(), s.stats())
 }
 
 #[test]
@@ -70,6 +81,33 @@ fn one_lock_held_for_t_saturates_at_one_over_t() {
             "{n} CPUs: {rate:.0} calls/s, expected {want:.0}"
         );
     }
+}
+
+/// A warm-up's events do not count, and of a wait or a hold that crosses into the window
+/// only its part in the window does. Two CPUs take one lock for 1,000 ns each, CPU 1 asking
+/// 100 ns after CPU 0: it waits 900 ns and holds until 2,000. Counting from 0 the window
+/// has 1 wait of 900 ns and 2,000 ns held; from 500, the wait's last 500 ns and 1,500 ns
+/// held; from 1,500, no wait (it ended at 1,000) and 500 ns held; from 2,500, nothing.
+#[test]
+fn a_warm_up_counts_only_what_reaches_the_window() {
+    let run = |from| {
+        let (_, st) = synthetic_from(2, Costs::flat(0, 0, 0, 0), from, |me, h| {
+            h.sched.work(me, 100 * me as u64);
+            h.lock(0x20_000, "GroupState");
+            h.sched.work(me, 1_000);
+            h.unlock(0x20_000, "GroupState");
+        });
+        let g = st
+            .locks
+            .get(&super::sched::LockKind::Group)
+            .cloned()
+            .unwrap_or_default();
+        (g.waits, g.wait_ns, g.hold_ns)
+    };
+    assert_eq!(run(0), (1, 900, 2_000));
+    assert_eq!(run(500), (1, 500, 1_500));
+    assert_eq!(run(1_500), (0, 0, 500));
+    assert_eq!(run(2_500), (0, 0, 0));
 }
 
 fn small(policy: Policy, settings: &[&str], machine: Machine, horizon_ns: u64) -> VcpuConfig {

@@ -61,7 +61,8 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "warmup_s",
-        "warm-up seconds before measuring (will-it-scale: 6 one-second samples)",
+        "warm-up seconds before measuring (will-it-scale: 6 one-second samples; with --vcpus, \
+         virtual seconds each CPU runs before it counts)",
     ),
     (
         "ops",
