@@ -73,19 +73,22 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return seed003(&a.seed003, &a.vcpus, a.svg.as_deref(), a.json);
     }
     if a.series {
-        let r = mballoc_lab::vcpus::series::run(None).map_err(other)?;
+        let r = mballoc_lab::vcpus::series::run(&a.settings).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&r).map_err(other)?);
         }
         return super::emit::out(&mballoc_lab::vcpus::series::render(&r));
     }
     if a.seeds {
-        let rows = mballoc_lab::vcpus::seeds::run(
-            &["", "prefetch_test_before_set=1"],
-            &a.vcpus,
-            a.svg.as_deref(),
-        )
-        .map_err(other)?;
+        // `--set` replaces the default variants: its settings on both sides of every pair.
+        let given = a.settings.join(" ");
+        let variants: Vec<&str> = if given.is_empty() {
+            vec!["", "prefetch_test_before_set=1"]
+        } else {
+            vec![given.as_str()]
+        };
+        let rows =
+            mballoc_lab::vcpus::seeds::run(&variants, &a.vcpus, a.svg.as_deref()).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }

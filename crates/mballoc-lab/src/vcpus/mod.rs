@@ -329,10 +329,10 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let vol = Volume::new(cfg.fs_bytes)?;
     let lab = crate::workload::LabSettings::parse(&cfg.settings)
         .map_err(|e| BenchError::Peer(e.to_string()))?;
+    let ns = |s: f64| (s * 1e9).round() as u64;
     let cfg = &VcpuConfig {
-        warmup_ns: lab
-            .warmup_s
-            .map_or(cfg.warmup_ns, |s| (s * 1e9).round() as u64),
+        warmup_ns: lab.warmup_s.map_or(cfg.warmup_ns, ns),
+        horizon_ns: lab.duration_s.map_or(cfg.horizon_ns, ns),
         ..cfg.clone()
     };
     let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;

@@ -260,7 +260,7 @@ pub struct SeriesReport {
 
 /// Per-CPU fallocate2 rates of rungs, each point run once.
 struct Rates {
-    horizon_ns: u64,
+    extra: Vec<String>,
     done: BTreeMap<(Machine, usize, bool, u32), f64>,
 }
 
@@ -269,29 +269,25 @@ impl Rates {
         if let Some(&r) = self.done.get(&(m, rung, scan, n)) {
             return Ok(r);
         }
-        let r = run_point(&config(m, rung, scan, self.horizon_ns), n)?.ops_per_s_per_cpu;
+        let r = run_point(&config(m, rung, scan, &self.extra), n)?.ops_per_s_per_cpu;
         self.done.insert((m, rung, scan, n), r);
         Ok(r)
     }
 }
 
-/// A rung's fallocate2 configuration on `m`'s costs.
-fn config(m: Machine, rung: usize, scan: bool, horizon_ns: u64) -> VcpuConfig {
+/// A rung's fallocate2 configuration on `m`'s costs, with `extra` settings after its own.
+fn config(m: Machine, rung: usize, scan: bool, extra: &[String]) -> VcpuConfig {
     let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
     settings.extend(RUNGS[rung].1.iter().map(|s| s.to_string()));
-    let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, m);
-    cfg.horizon_ns = horizon_ns;
-    cfg
+    settings.extend(extra.iter().cloned());
+    VcpuConfig::fallocate2(Policy::Linux618, &settings, m)
 }
 
-/// Runs every modelled step's rows and the curve before the series (`horizon_ns` of virtual
-/// time per CPU; `None`: the fallocate2 default).
-pub fn run(horizon_ns: Option<u64>) -> Result<SeriesReport, BenchError> {
-    let horizon_ns = horizon_ns.unwrap_or_else(|| {
-        VcpuConfig::fallocate2(Policy::Linux618, &[], Machine::Server).horizon_ns
-    });
+/// Runs every modelled step's rows and the curve before the series, with `extra` settings
+/// (tunables or lab settings such as `warmup_s`) on every rung.
+pub fn run(extra: &[String]) -> Result<SeriesReport, BenchError> {
     let mut rates = Rates {
-        horizon_ns,
+        extra: extra.to_vec(),
         done: BTreeMap::new(),
     };
     let mut rows = Vec::new();

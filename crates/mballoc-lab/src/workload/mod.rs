@@ -57,7 +57,8 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "duration_s",
-        "measured seconds of time-based throughput loops (will-it-scale -s)",
+        "measured seconds of time-based throughput loops (will-it-scale -s); with --vcpus, \
+         virtual seconds each CPU counts (default 0.005)",
     ),
     (
         "warmup_s",
