@@ -149,7 +149,7 @@ struct CpuOut {
     /// Calls that started in the window, and all calls.
     calls: u64,
     all_calls: u64,
-    /// The CPU's clock when its first counted call started, and at its end.
+    /// Where the CPU's window began (the warm-up's end) and where it ended.
     from_ns: u64,
     to_ns: u64,
     collisions: u64,
@@ -175,18 +175,9 @@ fn cpu_loop(
     });
     let installed = vcpu::install(hook);
     let (mut calls, mut all_calls, mut collisions, mut goal_hits) = (0, 0, 0, 0);
-    let mut from_ns = None;
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
-    loop {
-        let now = s.clock(me);
-        if now >= cfg.warmup_ns + cfg.horizon_ns {
-            break;
-        }
-        let counted = now >= cfg.warmup_ns;
-        if counted && from_ns.is_none() {
-            from_ns = Some(now);
-        }
+    while s.clock(me) < cfg.warmup_ns + cfg.horizon_ns {
         s.work(me, half);
         // start_this_handle: read_lock(j_state_lock), t_updates, credits, read_unlock.
         s.touch(me, J_STATE_LOCK, Access::Write, None);
@@ -195,6 +186,9 @@ fn cpu_loop(
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
         let got = allocate(a, &req)?;
         s.mark(me, Seg::CallEnd);
+        // The window counts the calls that end in it, as the scheduler counts what happens
+        // in it (a call begun in the warm-up is counted whole, its waits in part).
+        let counted = s.clock(me) >= cfg.warmup_ns;
         let hit = got.extent.start == req.goal;
         let g = u32::try_from(got.extent.start / bpg).unwrap_or(u32::MAX);
         let collided = {
@@ -225,7 +219,7 @@ fn cpu_loop(
     Ok(CpuOut {
         calls,
         all_calls,
-        from_ns: from_ns.unwrap_or(to_ns),
+        from_ns: cfg.warmup_ns.min(to_ns),
         to_ns,
         collisions,
         goal_hits,
