@@ -16,6 +16,7 @@ use mballoc::Policy;
 use serde::Serialize;
 
 use super::cost::Machine;
+use super::seeds::{WARMUP_NS, WINDOW_NS};
 use super::{run_point, VcpuConfig};
 use crate::bench::BenchError;
 
@@ -275,12 +276,17 @@ impl Rates {
     }
 }
 
-/// A rung's fallocate2 configuration on `m`'s costs, with `extra` settings after its own.
+/// A rung's fallocate2 configuration on `m`'s costs, with `extra` settings after its own,
+/// counted as the seeds' rows are (after [`WARMUP_NS`], for [`WINDOW_NS`]).
 fn config(m: Machine, rung: usize, scan: bool, extra: &[String]) -> VcpuConfig {
     let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
     settings.extend(RUNGS[rung].1.iter().map(|s| s.to_string()));
     settings.extend(extra.iter().cloned());
-    VcpuConfig::fallocate2(Policy::Linux618, &settings, m)
+    VcpuConfig {
+        warmup_ns: WARMUP_NS,
+        horizon_ns: WINDOW_NS,
+        ..VcpuConfig::fallocate2(Policy::Linux618, &settings, m)
+    }
 }
 
 /// Runs every modelled step's rows and the curve before the series, with `extra` settings
