@@ -156,13 +156,16 @@ pub struct Row {
 pub const WARMUP_NS: u64 = 10_000_000;
 pub const WINDOW_NS: u64 = 10_000_000;
 
+/// A configuration: machine, variant, `mb_optimize_scan`, one side's settings.
+type PointKey = (Machine, String, bool, Vec<String>);
+
 /// Per-CPU rates of fallocate2 points, each configuration run once.
 pub struct Points {
     /// Virtual time each CPU runs before it counts, and then counts, ns.
     warmup_ns: u64,
     horizon_ns: u64,
     /// (machine, variant, scan, side's settings) -> cpus -> ops/s per CPU.
-    done: BTreeMap<(Machine, String, bool, Vec<String>), BTreeMap<u32, f64>>,
+    done: BTreeMap<PointKey, BTreeMap<u32, f64>>,
 }
 
 impl Points {

@@ -253,12 +253,13 @@ mod tests {
         );
     }
 
-    /// The simulator itself, 4 virtual CPUs for 0.2 ms: the row gets a counted status.
+    /// The simulator itself, 4 virtual CPUs for 0.2 ms after 0.1 ms: the row gets a counted
+    /// status.
     #[cfg(feature = "vcpus")]
     #[test]
     fn a_small_simulation_is_judged() {
         use mballoc_lab::vcpus::seeds::{Points, Published, PUBLISHED};
-        let mut points = Points::new(200_000);
+        let mut points = Points::new(100_000, 200_000);
         let rows: Vec<_> = PUBLISHED
             .iter()
             .filter(|p| p.seed == "000")
