@@ -105,6 +105,13 @@ impl Simulator {
                      \"Checked against a 16-core kernel\")."
                         .into(),
                 );
+                rep.notes.push(
+                    "With mb_optimize_scan=1 the seeds' kernels' order lists cost the kernel \
+                     far more than the model: the series' list patches gain 45-141 % there and \
+                     nothing with 0, the model's nothing either way, so its scan=1 changes are \
+                     likely too large (docs/vcpus.md, \"The series, step by step\")."
+                        .into(),
+                );
             }
             Err(e) => rep.failed.push(format!("{MODEL}: {e}")),
         }
