@@ -146,7 +146,7 @@ pub struct VcpuPoint {
 
 /// What one CPU's thread did.
 struct CpuOut {
-    /// Calls that started in the window, and all calls.
+    /// Calls that ended in the window, and all calls.
     calls: u64,
     all_calls: u64,
     /// Where the CPU's window began (the warm-up's end) and where it ended.
