@@ -179,8 +179,9 @@ impl Points {
     }
 
     /// Per-CPU ops/s of linux-6.18 with `mb_optimize_scan`, the variant's settings and
-    /// `side` (one side of a seed's pair) on `n` virtual CPUs of `machine`.
-    fn rate(
+    /// `side` (one side of a seed's pair, or a rung of the series) on `n` virtual CPUs of
+    /// `machine`.
+    pub(crate) fn rate(
         &mut self,
         machine: Machine,
         variant: &str,

@@ -10,14 +10,10 @@
 //! none of them an input. The published figures are in `docs/measurements/ext4-scalability-
 //! series.csv` with their sources; [`STEPS`] holds the same numbers.
 
-use std::collections::BTreeMap;
-
-use mballoc::Policy;
 use serde::Serialize;
 
 use super::cost::Machine;
-use super::seeds::{WARMUP_NS, WINDOW_NS};
-use super::{run_point, VcpuConfig};
+use super::seeds::{Points, WARMUP_NS, WINDOW_NS};
 use crate::bench::BenchError;
 
 /// The kernels of the ladder, oldest first: a name and the settings on top of linux-6.18.
@@ -259,43 +255,20 @@ pub struct SeriesReport {
     pub before_curve: Vec<(u32, f64, f64)>,
 }
 
-/// Per-CPU fallocate2 rates of rungs, each point run once.
-struct Rates {
-    extra: Vec<String>,
-    done: BTreeMap<(Machine, usize, bool, u32), f64>,
-}
-
-impl Rates {
-    fn get(&mut self, m: Machine, rung: usize, scan: bool, n: u32) -> Result<f64, BenchError> {
-        if let Some(&r) = self.done.get(&(m, rung, scan, n)) {
-            return Ok(r);
-        }
-        let r = run_point(&config(m, rung, scan, &self.extra), n)?.ops_per_s_per_cpu;
-        self.done.insert((m, rung, scan, n), r);
-        Ok(r)
-    }
-}
-
-/// A rung's fallocate2 configuration on `m`'s costs, with `extra` settings after its own,
-/// counted as the seeds' rows are (after [`WARMUP_NS`], for [`WINDOW_NS`]).
-fn config(m: Machine, rung: usize, scan: bool, extra: &[String]) -> VcpuConfig {
-    let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
-    settings.extend(RUNGS[rung].1.iter().map(|s| s.to_string()));
-    settings.extend(extra.iter().cloned());
-    VcpuConfig {
-        warmup_ns: WARMUP_NS,
-        horizon_ns: WINDOW_NS,
-        ..VcpuConfig::fallocate2(Policy::Linux618, &settings, m)
-    }
+/// A rung's settings on top of linux-6.18.
+fn rung(i: usize) -> Vec<String> {
+    RUNGS[i].1.iter().map(|s| s.to_string()).collect()
 }
 
 /// Runs every modelled step's rows and the curve before the series, with `extra` settings
-/// (tunables or lab settings such as `warmup_s`) on every rung.
+/// (tunables or lab settings such as `warmup_s`) on every rung, before the rung's own, as
+/// `--seeds` puts its variants before each side's; counted as the seeds' rows are (after
+/// [`WARMUP_NS`], for [`WINDOW_NS`]).
 pub fn run(extra: &[String]) -> Result<SeriesReport, BenchError> {
-    let mut rates = Rates {
-        extra: extra.to_vec(),
-        done: BTreeMap::new(),
-    };
+    let variant = extra.join(" ");
+    let mut points = Points::new(WARMUP_NS, WINDOW_NS);
+    let mut rate =
+        |m: Machine, r: usize, scan: bool, n: u32| points.rate(m, &variant, scan, rung(r), n);
     let mut rows = Vec::new();
     for step in STEPS {
         for f in step.figures {
@@ -303,8 +276,8 @@ pub fn run(extra: &[String]) -> Result<SeriesReport, BenchError> {
                 Some((a, b)) => {
                     let m = Machine::of_row(f.machine);
                     Some((
-                        rates.get(m, a, f.optimize_scan, f.cpus)?,
-                        rates.get(m, b, f.optimize_scan, f.cpus)?,
+                        rate(m, a, f.optimize_scan, f.cpus)?,
+                        rate(m, b, f.optimize_scan, f.cpus)?,
                     ))
                 }
                 None => None,
@@ -315,10 +288,10 @@ pub fn run(extra: &[String]) -> Result<SeriesReport, BenchError> {
     // The cover letter does not say which mb_optimize_scan (1 was the default) nor which
     // machine (the v1 posting's Kunpeng 920, 64 containers).
     let m = Machine::Kunpeng920;
-    let one = rates.get(m, 0, true, 1)?;
+    let one = rate(m, 0, true, 1)?;
     let mut before_curve = Vec::new();
     for (n, published) in BEFORE_CURVE {
-        let ours = rates.get(m, 0, true, n)? / one;
+        let ours = rate(m, 0, true, n)? / one;
         before_curve.push((n, published / BEFORE_CURVE[0].1, ours));
     }
     Ok(SeriesReport { rows, before_curve })
@@ -389,6 +362,8 @@ pub fn render(r: &SeriesReport) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::vcpus::seeds::pair;
 
