@@ -125,9 +125,10 @@ pub const XEON_CSUM_FLIP_NS: f64 = 57.0;
 
 /// The seeds' two servers, one container, the kernel before the series seeds 000 and 001
 /// belong to (its cover letter: "ext4: better scalability for ext4 block allocation" v3,
-/// 2025-07-14, P1 columns), fallocate2 ops/s with `mb_optimize_scan` 0 and 1. Their one-CPU
-/// speed, the same for both sides of every pair and every step; their many-container figures
-/// stay the test (docs/measurements/ext4-scalability-series.csv).
+/// 2025-07-14, P1 columns; stored in docs/measurements/ext4-scalability-series.csv and held
+/// to it by `the_steps_are_the_stored_tables`), fallocate2 ops/s with `mb_optimize_scan` 0
+/// and 1. Their one-CPU speed, the same for both sides of every pair and every step; their
+/// many-container figures stay the test.
 pub const KUNPENG920_OPS_1P: [f64; 2] = [314_065.0, 316_344.0];
 pub const EPYC9654X2_OPS_1P: [f64; 2] = [205_851.0, 207_373.0];
 

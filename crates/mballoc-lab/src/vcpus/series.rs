@@ -414,13 +414,14 @@ mod tests {
         }
     }
 
-    /// [`STEPS`] and [`BEFORE_CURVE`] are the stored reference tables, number for number.
+    /// [`STEPS`], [`BEFORE_CURVE`] and the seeds' servers' one-container speeds are the
+    /// stored reference tables, number for number.
     #[test]
     fn the_steps_are_the_stored_tables() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/measurements/");
         let text = std::fs::read_to_string(format!("{dir}ext4-scalability-series.csv"))
             .expect("stored series table");
-        let mut stored = BTreeMap::new();
+        let mut tables = BTreeMap::new();
         for line in text.lines().skip(1) {
             let patch = line.split(',').next().expect("patch");
             // After the quoted subject: message id, machine, containers, scan, base, patched.
@@ -431,13 +432,23 @@ mod tests {
                 .split(',')
                 .collect();
             let num = |i: usize| rest[i].parse::<f64>().expect("number");
-            stored.insert(
-                (patch.to_string(), rest[2].to_string(), num(4) == 1.0),
+            tables.insert(
+                (
+                    patch.to_string(),
+                    rest[2].to_string(),
+                    num(3) as u32,
+                    num(4) == 1.0,
+                ),
                 (num(5), num(6)),
             );
         }
         let find = |patch: &str, f: &Figure| {
-            stored[&(patch.to_string(), f.machine.to_string(), f.optimize_scan)]
+            tables[&(
+                patch.to_string(),
+                f.machine.to_string(),
+                f.cpus,
+                f.optimize_scan,
+            )]
         };
         for step in STEPS {
             for f in step.figures {
@@ -464,6 +475,21 @@ mod tests {
             })
             .collect();
         assert_eq!(stored, BEFORE_CURVE);
+        // The seeds' servers' one-container speed is the cover letter's P1 base column.
+        use crate::vcpus::cost::{EPYC9654X2_OPS_1P, KUNPENG920_OPS_1P};
+        for (machine, p1) in [
+            ("Kunpeng 920", KUNPENG920_OPS_1P),
+            ("AMD 9654 x2", EPYC9654X2_OPS_1P),
+        ] {
+            for scan in [false, true] {
+                let key = ("00".to_string(), machine.to_string(), 1, scan);
+                assert_eq!(
+                    tables[&key].0,
+                    p1[usize::from(scan)],
+                    "{machine} scan {scan}"
+                );
+            }
+        }
     }
 
     /// The verdict rule: small published changes need a small change of ours, large ones
