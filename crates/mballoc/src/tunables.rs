@@ -230,8 +230,10 @@ tunables! {
     /// joined them, as kernels before 6.17 did (`ext4_mb_choose_next_group_p2_aligned`,
     /// `_goal_fast`, `_best_avail` over `s_mb_largest_free_orders[]` and
     /// `s_mb_avg_fragment_size[]`, each list under an rwlock, the goal group visited first
-    /// and the lists' first good group before every further visit); off, as 6.17 on (the
-    /// xarrays walked from the goal group). The seeds' kernels (000, 001) had the lists.
+    /// and the lists' first good group before every further visit), a group that fills up
+    /// left in the average-fragment list of its last order (the "zombie groups" 6.17 fixed;
+    /// walks pass over them); off, as 6.17 on (the xarrays walked from the goal group, a full
+    /// group in no index). The seeds' kernels (000, 001) had the lists.
     order_lists: bool = false,
         "kernels before 6.17: mb_optimize_scan picks the first good group of per-order lists";
     /// Take the file system's one `s_md_lock` for every freed extent that does not merge

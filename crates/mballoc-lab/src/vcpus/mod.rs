@@ -81,6 +81,18 @@ impl VcpuConfig {
         }
     }
 
+    /// This configuration with the lab settings `warmup_s` and `duration_s` (virtual seconds)
+    /// in place of its own warm-up and window: what a point runs, and what its report says.
+    pub fn resolved(&self) -> Result<VcpuConfig, BenchError> {
+        let lab = lab_settings(self)?;
+        let ns = |s: f64| (s * 1e9).round() as u64;
+        Ok(VcpuConfig {
+            warmup_ns: lab.warmup_s.map_or(self.warmup_ns, ns),
+            horizon_ns: lab.duration_s.map_or(self.horizon_ns, ns),
+            ..self.clone()
+        })
+    }
+
     fn policy(&self) -> Result<Policy, BenchError> {
         self.policy
             .parse()
@@ -283,6 +295,11 @@ pub(crate) fn joined<T>(
     })
 }
 
+/// The lab settings among `cfg`'s (the rest are the allocator's tunables).
+fn lab_settings(cfg: &VcpuConfig) -> Result<crate::workload::LabSettings, BenchError> {
+    crate::workload::LabSettings::parse(&cfg.settings).map_err(|e| BenchError::Peer(e.to_string()))
+}
+
 /// Runs `cfg` on `n` virtual CPUs.
 pub fn run_point(cfg: &VcpuConfig, n: u32) -> Result<VcpuPoint, BenchError> {
     run_detailed(cfg, n).map(|r| r.point)
@@ -321,14 +338,8 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     }
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
-    let lab = crate::workload::LabSettings::parse(&cfg.settings)
-        .map_err(|e| BenchError::Peer(e.to_string()))?;
-    let ns = |s: f64| (s * 1e9).round() as u64;
-    let cfg = &VcpuConfig {
-        warmup_ns: lab.warmup_s.map_or(cfg.warmup_ns, ns),
-        horizon_ns: lab.duration_s.map_or(cfg.horizon_ns, ns),
-        ..cfg.clone()
-    };
+    let lab = lab_settings(cfg)?;
+    let cfg = &cfg.resolved()?;
     let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
@@ -414,7 +425,7 @@ pub struct VcpuCurve {
 
 pub fn run_curve(cfg: &VcpuConfig, vcpus: &[u32]) -> Result<VcpuCurve, BenchError> {
     Ok(VcpuCurve {
-        config: cfg.clone(),
+        config: cfg.resolved()?,
         points: vcpus
             .iter()
             .map(|&n| run_point(cfg, n))

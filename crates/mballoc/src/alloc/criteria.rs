@@ -801,8 +801,10 @@ mod tests {
     use crate::alloc::allocator::Allocator;
     use crate::error::Error;
     use crate::geometry::Geometry;
+    use crate::group::class_index::Kind;
+    use crate::group::size_class::SizeClass;
     use crate::policy::Policy;
-    use crate::request::{Extent, Flags, Request};
+    use crate::request::{Criterion, Extent, Flags, Request};
     use crate::stats::StatsSnapshot;
     use proptest::prelude::*;
 
@@ -1124,5 +1126,57 @@ mod tests {
         };
         assert_eq!(place(false), 3, "xarrays: the first group after the goal");
         assert_eq!(place(true), 10, "lists: the head of order 7's list");
+    }
+
+    /// Before 6.17 a group that filled up stayed in the average-fragment list of its last
+    /// order ("zombie groups", fixed by "ext4: fix zombie groups in average fragment size
+    /// lists"): walks of that list pass over it, and choose as before. Group 10 has one free
+    /// 128-block run (average-fragment order 6), and group 3 either the same run, then filled,
+    /// or nothing from the start. A 6-block request (not a power of two: the
+    /// average-fragment walk) aimed at full group 2 lands in group 10 every time; the lists
+    /// consider one group more when group 3 filled up, the xarrays none.
+    #[test]
+    fn a_full_group_stays_in_its_last_average_fragment_list_before_6_17() {
+        let bpg = u64::from(BPG);
+        let run = |order_lists: bool, filled: bool| {
+            let geo = Geometry::new(4096, BPG, GROUPS * bpg, 0, 8).unwrap();
+            let free: &[u64] = if filled { &[3, 10] } else { &[10] };
+            let mut used = Vec::new();
+            let mut at = 0;
+            for &g in free {
+                used.push((at, g * bpg - at));
+                at = g * bpg + 128;
+            }
+            used.push((at, geo.blocks_count() - at));
+            let a = optimized(geo, &used, order_lists);
+            let data = |owner: u64, len: u32, goal: u64| {
+                Request::new(owner, 0, len)
+                    .with_goal(goal)
+                    .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
+            };
+            if filled {
+                let fill = a.allocate(&data(1, 128, 3 * bpg)).unwrap();
+                assert_eq!(fill.extent, Extent::new(3 * bpg, 128), "{fill:?}");
+            }
+            let places = a.index.places_of(Kind::Avg, 3);
+            let before = a.stats().cr[Criterion::GoalLenFast.index()][1];
+            let got = a.allocate(&data(2, 6, 2 * bpg + 5)).unwrap();
+            let considered = a.stats().cr[Criterion::GoalLenFast.index()][1] - before;
+            a.check_consistency().unwrap();
+            assert_eq!(got.found.group, 10, "{got:?}");
+            (places, considered)
+        };
+        let (zombie, with_zombie) = run(true, true);
+        let (_, never_free) = run(true, false);
+        assert_eq!(
+            zombie,
+            vec![(6, SizeClass::None)],
+            "6.16: still in order 6's list"
+        );
+        assert_eq!(with_zombie, never_free + 1, "the lists pass over group 3");
+        let (gone, xa_filled) = run(false, true);
+        let (_, xa_never) = run(false, false);
+        assert!(gone.is_empty(), "6.17 on: out of every list, {gone:?}");
+        assert_eq!(xa_filled, xa_never, "the xarrays never meet it");
     }
 }

@@ -250,7 +250,15 @@ impl GroupState {
 
     /// Publishes the buddy's summary to the lock-free fields and returns the index moves the
     /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
-    pub fn publish(&mut self, g: &Group, optimize_scan: bool, num_orders: usize) -> IndexChange {
+    /// `keep_full`: a group with no free fragment keeps its average-fragment order, as
+    /// before 6.17 (see below).
+    pub fn publish(
+        &mut self,
+        g: &Group,
+        optimize_scan: bool,
+        keep_full: bool,
+        num_orders: usize,
+    ) -> IndexChange {
         let (free, frags, largest) = match &self.loaded {
             Some(l) => (
                 l.buddy.free(),
@@ -264,11 +272,17 @@ impl GroupState {
         g.largest_order.store(largest, Ordering::Relaxed);
         let old_largest = std::mem::replace(&mut self.largest_order, largest);
         let old_avg = self.avg_order;
-        // mb_update_avg_fragment_size returns at once while optimize scan is off.
+        // mb_update_avg_fragment_size returns at once while optimize scan is off. Before
+        // 6.17 it returned too when `bb_fragments == 0`: a group that filled up stayed in the
+        // list of its last order, a "zombie" every walk of that list passes over ("ext4: fix
+        // zombie groups in average fragment size lists"). Decisions do not change (a full
+        // group is never good); the walks get longer.
         if optimize_scan {
-            self.avg_order = free
-                .checked_div(frags)
-                .map_or(-1, |avg| avg_fragment_order(avg, num_orders) as i32);
+            match free.checked_div(frags) {
+                Some(avg) => self.avg_order = avg_fragment_order(avg, num_orders) as i32,
+                None if keep_full => {}
+                None => self.avg_order = -1,
+            }
         }
         IndexChange {
             old_largest,
