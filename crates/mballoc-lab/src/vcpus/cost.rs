@@ -316,6 +316,19 @@ impl Costs {
         }
     }
 
+    /// With `ns`, every cache-line transfer and lock hand-off costs `ns` instead of the
+    /// machine's figure: the lab's `line_ns`, for interconnects no published figure covers.
+    pub fn with_line_ns(self, ns: Option<u64>) -> Costs {
+        match ns {
+            Some(ns) => Costs {
+                transfer_ns: ns,
+                handoff_ns: ns,
+                ..self
+            },
+            None => self,
+        }
+    }
+
     /// These costs on `n` busy CPUs: every CPU's work (allocator points, the bitmap checksum,
     /// the call outside the allocator) slowed by the machine's own scaling
     /// ([`Machine::ceiling`]); line transfers and hand-offs as measured.

@@ -343,6 +343,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
+        .with_line_ns(lab.line_ns)
         .on_cpus(n);
     let s = Sched::new(n as usize, costs);
     s.count_from(cfg.warmup_ns);

@@ -131,6 +131,36 @@ fn the_same_configuration_gives_the_same_bytes() {
     assert!(a.contains("\"calls\""));
 }
 
+/// `line_ns` replaces the machine's line transfer and hand-off, nothing else: on one CPU
+/// (no line ever moves) the rate is the same, on six the dearer lines cost calls and their
+/// transfers cost their new price.
+#[test]
+fn line_ns_prices_every_transfer_and_nothing_else() {
+    let point = |n: u32, line: Option<u64>| {
+        let mut settings = vec!["warmup_s=0.0001"];
+        let set = line.map(|ns| format!("line_ns={ns}"));
+        settings.extend(set.as_deref());
+        run_point(
+            &small(Policy::Linux618, &settings, Machine::Server, 300_000),
+            n,
+        )
+        .unwrap()
+    };
+    assert_eq!(point(1, None).calls, point(1, Some(2_000)).calls);
+    let (own, dear) = (point(6, None), point(6, Some(2_000)));
+    assert!(
+        dear.ops_per_s_per_cpu < 0.9 * own.ops_per_s_per_cpu,
+        "{} against {}",
+        dear.ops_per_s_per_cpu,
+        own.ops_per_s_per_cpu
+    );
+    let costs = Costs::new(Machine::Server, true).with_line_ns(Some(2_000));
+    assert_eq!((costs.transfer_ns, costs.handoff_ns), (2_000, 2_000));
+    let own = Costs::new(Machine::Server, true);
+    assert_eq!(costs.point_ns, own.point_ns);
+    assert_eq!(costs.outside_ns, own.outside_ns);
+}
+
 #[test]
 fn one_vcpu_places_as_the_plain_allocator() {
     let vol = Volume::new(1 << 30).unwrap();

@@ -117,6 +117,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "bitmap_csum",
         "virtual CPUs: the block bitmap's crc32c at each marking, full (6.18, default) or incremental (the ext4 incremental-CRC RFC of 2026-05)",
     ),
+    (
+        "line_ns",
+        "virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead of the machine's measured figure (a what-if; default: the machine's)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

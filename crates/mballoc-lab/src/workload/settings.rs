@@ -44,6 +44,9 @@ pub struct LabSettings {
     /// only (`bitmap_csum=incremental`, the ext4 incremental-CRC RFC of 2026-05) instead of
     /// recomputed over the whole bitmap (`full`, 6.18, default).
     pub incremental_csum: bool,
+    /// Virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead
+    /// of the machine's own figure (`line_ns`): a what-if on an unmeasured interconnect.
+    pub line_ns: Option<u64>,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -69,6 +72,7 @@ impl Default for LabSettings {
             journal: None,
             page_size: None,
             incremental_csum: false,
+            line_ns: None,
             tunables: Vec::new(),
         }
     }
@@ -168,6 +172,13 @@ impl LabSettings {
                         u32::try_from(count(name, v)?)
                             .map_err(|_| LabError::bad(name, v, "bytes: 4096, 16384 or 65536"))?,
                     )
+                }
+                "line_ns" => {
+                    let ns = count(name, v)?;
+                    if !(1..=100_000).contains(&ns) {
+                        return Err(LabError::bad(name, v, "ns between 1 and 100000"));
+                    }
+                    s.line_ns = Some(ns);
                 }
                 "bitmap_csum" => {
                     s.incremental_csum = match v {
