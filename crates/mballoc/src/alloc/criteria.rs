@@ -1088,6 +1088,28 @@ mod tests {
             .unwrap()
     }
 
+    /// An `optimized` allocator whose only free space is one 128-block run at the start of
+    /// each group of `groups` (ascending).
+    fn free_runs_of_128(groups: &[u64], order_lists: bool) -> Allocator {
+        let bpg = u64::from(BPG);
+        let geo = Geometry::new(4096, BPG, GROUPS * bpg, 0, 8).unwrap();
+        let mut used = Vec::new();
+        let mut at = 0;
+        for &g in groups {
+            used.push((at, g * bpg - at));
+            at = g * bpg + 128;
+        }
+        used.push((at, geo.blocks_count() - at));
+        optimized(geo, &used, order_lists)
+    }
+
+    /// A data request of `len` blocks aimed at `goal`, without preallocation.
+    fn data(owner: u64, len: u32, goal: u64) -> Request {
+        Request::new(owner, 0, len)
+            .with_goal(goal)
+            .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
+    }
+
     /// Before 6.17 (`order_lists`) the walk takes the group that has been longest at its
     /// largest free order (the head of that order's list), where 6.17's xarray walk takes
     /// the first one at or after the goal group. Groups 3 and 10 each have one free
@@ -1098,20 +1120,7 @@ mod tests {
     fn lists_give_the_group_longest_at_its_order_not_the_next_after_the_goal() {
         let bpg = u64::from(BPG);
         let place = |order_lists: bool| {
-            let geo = Geometry::new(4096, BPG, GROUPS * bpg, 0, 8).unwrap();
-            let mut used = Vec::new();
-            let mut at = 0;
-            for g in [3u64, 10] {
-                used.push((at, g * bpg - at));
-                at = g * bpg + 128;
-            }
-            used.push((at, geo.blocks_count() - at));
-            let a = optimized(geo, &used, order_lists);
-            let data = |owner: u64, len: u32, goal: u64| {
-                Request::new(owner, 0, len)
-                    .with_goal(goal)
-                    .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
-            };
+            let a = free_runs_of_128(&[3, 10], order_lists);
             let half = a.allocate(&data(1, 64, 3 * bpg)).unwrap();
             assert_eq!(half.extent.start, 3 * bpg, "{half:?}");
             a.free(1, half.extent).unwrap();
@@ -1139,21 +1148,7 @@ mod tests {
     fn a_full_group_stays_in_its_last_average_fragment_list_before_6_17() {
         let bpg = u64::from(BPG);
         let run = |order_lists: bool, filled: bool| {
-            let geo = Geometry::new(4096, BPG, GROUPS * bpg, 0, 8).unwrap();
-            let free: &[u64] = if filled { &[3, 10] } else { &[10] };
-            let mut used = Vec::new();
-            let mut at = 0;
-            for &g in free {
-                used.push((at, g * bpg - at));
-                at = g * bpg + 128;
-            }
-            used.push((at, geo.blocks_count() - at));
-            let a = optimized(geo, &used, order_lists);
-            let data = |owner: u64, len: u32, goal: u64| {
-                Request::new(owner, 0, len)
-                    .with_goal(goal)
-                    .with_flags(Flags::HINT_DATA | Flags::HINT_NOPREALLOC)
-            };
+            let a = free_runs_of_128(if filled { &[3, 10] } else { &[10] }, order_lists);
             if filled {
                 let fill = a.allocate(&data(1, 128, 3 * bpg)).unwrap();
                 assert_eq!(fill.extent, Extent::new(3 * bpg, 128), "{fill:?}");
