@@ -405,7 +405,8 @@ mod sim {
         } else {
             HORIZON_NS
         };
-        Ok(cfg)
+        // The window `warmup_s` and `duration_s` set, as the points run it and the report says.
+        cfg.resolved().map_err(other)
     }
 
     /// `side` on each count of virtual CPUs.
