@@ -93,6 +93,11 @@ struct BenchArgs {
     /// and 96 CPUs beside every published step, and its curve before the series.
     #[arg(long)]
     series: bool,
+    /// With --series: a what-if, every line transfer and hand-off at the cost each server's
+    /// 6.18 figure implies under the journal's ceiling (fitted to those rows, which are then
+    /// not judged).
+    #[arg(long, requires = "series")]
+    implied_lines: bool,
     /// With --seeds: write one SVG curve per published figure into this folder.
     #[arg(long, value_name = "DIR")]
     svg: Option<std::path::PathBuf>,
@@ -117,6 +122,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             calibrate: a.calibrate,
             seeds: a.seeds,
             series: a.series,
+            implied_lines: a.implied_lines,
             seed003: a.seed003,
             seed003_image: a.seed003_image,
             svg: a.svg,

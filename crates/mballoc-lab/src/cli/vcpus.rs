@@ -23,6 +23,8 @@ pub struct VcpuArgs {
     pub seeds: bool,
     /// The seeds' kernel series, step by step.
     pub series: bool,
+    /// With `series`: each server's lines at the cost its 6.18 figure implies (a what-if).
+    pub implied_lines: bool,
     /// Seed 003's filesystems to run alone (`all` = every one).
     pub seed003: Vec<String>,
     /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on.
@@ -73,7 +75,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return seed003(&a.seed003, &a.vcpus, a.svg.as_deref(), a.json);
     }
     if a.series {
-        let r = mballoc_lab::vcpus::series::run(&a.settings).map_err(other)?;
+        let r = mballoc_lab::vcpus::series::run(&a.settings, a.implied_lines).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&r).map_err(other)?);
         }

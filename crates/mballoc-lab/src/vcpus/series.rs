@@ -198,6 +198,23 @@ pub const BEFORE_CURVE: [(u32, f64); 7] = [
     (64, 3_588.0),
 ];
 
+/// The line transfer, ns, at which the model's journal ceiling is `machine`'s published
+/// linux-6.18 rate (the last rung, `mb_optimize_scan=0`): every call writes the running
+/// transaction's line twice (`start_this_handle`, `jbd2_journal_stop`), so all CPUs together
+/// make at most 1 / (2 t) calls a second, and t = 1e9 / (2 · CPUs · rate). A fit to that
+/// figure, for `--implied-lines` only: what the machine's interconnect would have to cost if
+/// that ceiling were what held its kernel (docs/vcpus.md, "What line cost the kernel's
+/// figures imply").
+pub fn implied_line_ns(machine: &str) -> Option<u64> {
+    let last = RUNGS.len() - 1;
+    STEPS
+        .iter()
+        .filter(|s| s.rungs.is_some_and(|(_, b)| b == last))
+        .flat_map(|s| s.figures)
+        .find(|f| f.machine == machine && !f.optimize_scan)
+        .map(|f| (1e9 / (2.0 * f64::from(f.cpus) * f.patched)).round() as u64)
+}
+
 /// One published row and ours.
 #[derive(Debug, Clone, Serialize)]
 pub struct Checked {
@@ -222,6 +239,7 @@ impl Checked {
                 rule: "not modelled",
             };
         };
+
         let (pub_pct, our_pct) = (figure.change_pct(), 100.0 * (p / b - 1.0));
         let (ok, rule) = if pub_pct.abs() < SMALL_PCT {
             (our_pct.abs() < SMALL_PCT, "under 10 % both")
@@ -250,6 +268,9 @@ impl Checked {
 /// The series' rows and the curve before it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SeriesReport {
+    /// With `--implied-lines`: each machine's line cost ([`implied_line_ns`]); the rows that
+    /// end at 6.18 are then not judged.
+    pub implied_lines: Vec<(&'static str, u64)>,
     pub rows: Vec<Checked>,
     /// (CPUs, published per-container rate over one container's, ours the same way).
     pub before_curve: Vec<(u32, f64, f64)>,
@@ -264,37 +285,54 @@ fn rung(i: usize) -> Vec<String> {
 /// (tunables or lab settings such as `warmup_s`) on every rung, before the rung's own, as
 /// `--seeds` puts its variants before each side's; counted as the seeds' rows are (after
 /// [`WARMUP_NS`], for [`WINDOW_NS`]).
-pub fn run(extra: &[String]) -> Result<SeriesReport, BenchError> {
+/// With `implied_lines`, every row runs with its machine's [`implied_line_ns`] (a what-if,
+/// fitted to the 6.18 rows, which are then not judged).
+pub fn run(extra: &[String], implied_lines: bool) -> Result<SeriesReport, BenchError> {
     let variant = extra.join(" ");
     let mut points = Points::new(WARMUP_NS, WINDOW_NS);
-    let mut rate =
-        |m: Machine, r: usize, scan: bool, n: u32| points.rate(m, &variant, scan, rung(r), n);
+    let lines = |machine: &str| implied_lines.then(|| implied_line_ns(machine)).flatten();
+    let mut rate = |machine: &str, r: usize, scan: bool, n: u32| {
+        let mut settings = rung(r);
+        settings.extend(lines(machine).map(|ns| format!("line_ns={ns}")));
+        points.rate(Machine::of_row(machine), &variant, scan, settings, n)
+    };
+    let last = RUNGS.len() - 1;
     let mut rows = Vec::new();
     for step in STEPS {
         for f in step.figures {
             let ours = match step.rungs {
-                Some((a, b)) => {
-                    let m = Machine::of_row(f.machine);
-                    Some((
-                        rate(m, a, f.optimize_scan, f.cpus)?,
-                        rate(m, b, f.optimize_scan, f.cpus)?,
-                    ))
-                }
+                Some((a, b)) => Some((
+                    rate(f.machine, a, f.optimize_scan, f.cpus)?,
+                    rate(f.machine, b, f.optimize_scan, f.cpus)?,
+                )),
                 None => None,
             };
-            rows.push(Checked::judge(step.patches, f, ours));
+            let mut checked = Checked::judge(step.patches, f, ours);
+            if implied_lines && step.rungs.is_some_and(|(_, b)| b == last) {
+                checked.verdict = "--";
+                checked.rule = "fitted: its 6.18 figure set line_ns";
+            }
+            rows.push(checked);
         }
     }
     // The cover letter does not say which mb_optimize_scan (1 was the default) nor which
     // machine (the v1 posting's Kunpeng 920, 64 containers).
-    let m = Machine::Kunpeng920;
-    let one = rate(m, 0, true, 1)?;
+    let kunpeng = "Kunpeng 920";
+    let one = rate(kunpeng, 0, true, 1)?;
     let mut before_curve = Vec::new();
     for (n, published) in BEFORE_CURVE {
-        let ours = rate(m, 0, true, n)? / one;
+        let ours = rate(kunpeng, 0, true, n)? / one;
         before_curve.push((n, published / BEFORE_CURVE[0].1, ours));
     }
-    Ok(SeriesReport { rows, before_curve })
+    let implied_lines = ["Kunpeng 920", "AMD 9654 x2"]
+        .into_iter()
+        .filter_map(|m| lines(m).map(|ns| (m, ns)))
+        .collect();
+    Ok(SeriesReport {
+        implied_lines,
+        rows,
+        before_curve,
+    })
 }
 
 /// The report as two tables.
@@ -304,6 +342,20 @@ pub fn render(r: &SeriesReport) -> String {
         "ext4: better scalability for ext4 block allocation (v3), step by step: per-CPU \
          fallocate2 ops/s, ours (each row on its server's costs) against the published per-container figures\n",
     );
+    if !r.implied_lines.is_empty() {
+        let each: Vec<String> = r
+            .implied_lines
+            .iter()
+            .map(|(m, ns)| format!("{m} {ns} ns"))
+            .collect();
+        let _ = writeln!(
+            t,
+            "what-if: every line transfer and hand-off at the cost each server's 6.18 figure \
+             implies under the journal's ceiling ({}): a fit, so the rows ending at 6.18 are \
+             not judged",
+            each.join(", ")
+        );
+    }
     let _ = writeln!(
         t,
         "{:<6} {:<12} {:>5} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9}  verdict",
@@ -494,6 +546,27 @@ mod tests {
 
     /// The verdict rule: small published changes need a small change of ours, large ones
     /// the same sign within ×2; an unmodelled step is not judged.
+    /// The what-if's line costs are each server's published 6.18 rate (scan=0) under the
+    /// journal's ceiling, 1 / (2 t) calls a second: 1e9 / (2 × 80 × 20,049) and
+    /// 1e9 / (2 × 96 × 52,125).
+    #[test]
+    fn the_implied_line_cost_puts_the_ceiling_at_the_published_6_18_rate() {
+        assert_eq!(implied_line_ns("Kunpeng 920"), Some(312));
+        assert_eq!(implied_line_ns("AMD 9654 x2"), Some(100));
+        assert_eq!(implied_line_ns("Xeon"), None);
+        for (machine, cpus, rate) in [
+            ("Kunpeng 920", 80.0, 20049.0),
+            ("AMD 9654 x2", 96.0, 52125.0),
+        ] {
+            let t = implied_line_ns(machine).unwrap() as f64;
+            let ceiling = 1e9 / (2.0 * t) / cpus;
+            assert!(
+                (ceiling / rate - 1.0).abs() < 0.01,
+                "{machine}: {ceiling} against {rate}"
+            );
+        }
+    }
+
     #[test]
     fn small_changes_are_judged_by_size_large_ones_by_ratio() {
         let f = |b: f64, p: f64| Figure {
