@@ -239,7 +239,6 @@ impl Checked {
                 rule: "not modelled",
             };
         };
-
         let (pub_pct, our_pct) = (figure.change_pct(), 100.0 * (p / b - 1.0));
         let (ok, rule) = if pub_pct.abs() < SMALL_PCT {
             (our_pct.abs() < SMALL_PCT, "under 10 % both")
@@ -544,8 +543,6 @@ mod tests {
         }
     }
 
-    /// The verdict rule: small published changes need a small change of ours, large ones
-    /// the same sign within ×2; an unmodelled step is not judged.
     /// The what-if's line costs are each server's published 6.18 rate (scan=0) under the
     /// journal's ceiling, 1 / (2 t) calls a second: 1e9 / (2 × 80 × 20,049) and
     /// 1e9 / (2 × 96 × 52,125).
@@ -567,6 +564,8 @@ mod tests {
         }
     }
 
+    /// The verdict rule: small published changes need a small change of ours, large ones
+    /// the same sign within ×2; an unmodelled step is not judged.
     #[test]
     fn small_changes_are_judged_by_size_large_ones_by_ratio() {
         let f = |b: f64, p: f64| Figure {
