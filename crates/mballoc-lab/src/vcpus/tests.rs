@@ -159,6 +159,10 @@ fn line_ns_prices_every_transfer_and_nothing_else() {
     let own = Costs::new(Machine::Server, true);
     assert_eq!(costs.point_ns, own.point_ns);
     assert_eq!(costs.outside_ns, own.outside_ns);
+    for bad in ["line_ns=0", "line_ns=-5", "line_ns=fast", "line_ns=100001"] {
+        let e = crate::workload::LabSettings::parse(&[bad.to_string()]).unwrap_err();
+        assert!(e.to_string().contains("line_ns"), "{bad}: {e}");
+    }
 }
 
 #[test]
