@@ -91,12 +91,16 @@ const fn rows(k0: (f64, f64), k1: (f64, f64), a0: (f64, f64), a1: (f64, f64)) ->
         }
     }
     [
-        f("Kunpeng 920", 80, false, k0),
-        f("Kunpeng 920", 80, true, k1),
-        f("AMD 9654 x2", 96, false, a0),
-        f("AMD 9654 x2", 96, true, a1),
+        f(KUNPENG, 80, false, k0),
+        f(KUNPENG, 80, true, k1),
+        f(AMD, 96, false, a0),
+        f(AMD, 96, true, a1),
     ]
 }
+
+/// The series' two servers, as its tables name them.
+const KUNPENG: &str = "Kunpeng 920";
+const AMD: &str = "AMD 9654 x2";
 
 /// The series' published tables (v3), each step's base the previous step's patched figure.
 /// 15 and 17 are one step here: the model's xarrays are 17's walk, and 15's own walk (the
@@ -316,14 +320,13 @@ pub fn run(extra: &[String], implied_lines: bool) -> Result<SeriesReport, BenchE
     }
     // The cover letter does not say which mb_optimize_scan (1 was the default) nor which
     // machine (the v1 posting's Kunpeng 920, 64 containers).
-    let kunpeng = "Kunpeng 920";
-    let one = rate(kunpeng, 0, true, 1)?;
+    let one = rate(KUNPENG, 0, true, 1)?;
     let mut before_curve = Vec::new();
     for (n, published) in BEFORE_CURVE {
-        let ours = rate(kunpeng, 0, true, n)? / one;
+        let ours = rate(KUNPENG, 0, true, n)? / one;
         before_curve.push((n, published / BEFORE_CURVE[0].1, ours));
     }
-    let implied_lines = ["Kunpeng 920", "AMD 9654 x2"]
+    let implied_lines = [KUNPENG, AMD]
         .into_iter()
         .filter_map(|m| lines(m).map(|ns| (m, ns)))
         .collect();
@@ -528,10 +531,7 @@ mod tests {
         assert_eq!(stored, BEFORE_CURVE);
         // The seeds' servers' one-container speed is the cover letter's P1 base column.
         use crate::vcpus::cost::{EPYC9654X2_OPS_1P, KUNPENG920_OPS_1P};
-        for (machine, p1) in [
-            ("Kunpeng 920", KUNPENG920_OPS_1P),
-            ("AMD 9654 x2", EPYC9654X2_OPS_1P),
-        ] {
+        for (machine, p1) in [(KUNPENG, KUNPENG920_OPS_1P), (AMD, EPYC9654X2_OPS_1P)] {
             for scan in [false, true] {
                 let key = ("00".to_string(), machine.to_string(), 1, scan);
                 assert_eq!(
@@ -548,13 +548,10 @@ mod tests {
     /// 1e9 / (2 × 96 × 52,125).
     #[test]
     fn the_implied_line_cost_puts_the_ceiling_at_the_published_6_18_rate() {
-        assert_eq!(implied_line_ns("Kunpeng 920"), Some(312));
-        assert_eq!(implied_line_ns("AMD 9654 x2"), Some(100));
+        assert_eq!(implied_line_ns(KUNPENG), Some(312));
+        assert_eq!(implied_line_ns(AMD), Some(100));
         assert_eq!(implied_line_ns("Xeon"), None);
-        for (machine, cpus, rate) in [
-            ("Kunpeng 920", 80.0, 20049.0),
-            ("AMD 9654 x2", 96.0, 52125.0),
-        ] {
+        for (machine, cpus, rate) in [(KUNPENG, 80.0, 20049.0), (AMD, 96.0, 52125.0)] {
             let t = implied_line_ns(machine).unwrap() as f64;
             let ceiling = 1e9 / (2.0 * t) / cpus;
             assert!(
