@@ -578,7 +578,7 @@ impl Allocator {
     /// (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`). Under the group lock.
     pub(crate) fn publish(&self, grp: &Group, st: &mut GroupState) {
         let optimize_scan = self.optimize_scan.load(Ordering::Relaxed);
-        let zombies = self.index.lists.on();
+        let zombies = || self.index.lists.on();
         let c = st.publish(grp, optimize_scan, zombies, self.geo.num_orders());
         if c.old_largest != c.new_largest || (optimize_scan && c.old_avg != c.new_avg) {
             self.index.apply(grp.no, st.class_index, &c, optimize_scan);

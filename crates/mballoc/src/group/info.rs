@@ -250,13 +250,13 @@ impl GroupState {
 
     /// Publishes the buddy's summary to the lock-free fields and returns the index moves the
     /// caller must apply (`mb_set_largest_free_order`, `mb_update_avg_fragment_size`).
-    /// `keep_full`: a group with no free fragment keeps its average-fragment order, as
-    /// before 6.17 (see below).
+    /// `keep_full`, asked only for a group with no free fragment: whether it keeps its
+    /// average-fragment order, as before 6.17 (see below).
     pub fn publish(
         &mut self,
         g: &Group,
         optimize_scan: bool,
-        keep_full: bool,
+        keep_full: impl FnOnce() -> bool,
         num_orders: usize,
     ) -> IndexChange {
         let (free, frags, largest) = match &self.loaded {
@@ -280,7 +280,7 @@ impl GroupState {
         if optimize_scan {
             match free.checked_div(frags) {
                 Some(avg) => self.avg_order = avg_fragment_order(avg, num_orders) as i32,
-                None if keep_full => {}
+                None if keep_full() => {}
                 None => self.avg_order = -1,
             }
         }
