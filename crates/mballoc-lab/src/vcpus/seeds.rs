@@ -156,6 +156,16 @@ pub struct Row {
 pub const WARMUP_NS: u64 = 10_000_000;
 pub const WINDOW_NS: u64 = 10_000_000;
 
+/// The fewest calls a point's window counts per CPU, the window lengthened to hold them (up
+/// to [`MAX_WINDOW_NS`]): a rate is a sample, and a few dozen calls a CPU are too few. At
+/// seed 000's rates a 10 ms window holds 230-780 calls a CPU and its rows move under 10 %
+/// from one window to the next; seed 001's base (one goal, waiting group locks) holds 24-44
+/// and read 3,244 / 4,629 / 5,553 / 4,124 / 3,440 per CPU after 10 / 20 / 30 / 60 / 100 ms on
+/// the Kunpeng's costs, where a 70 ms window read 4,510 and 4,717 after 10 and 30 ms
+/// (docs/vcpus.md, "Window").
+pub const MIN_WINDOW_CALLS: u64 = 250;
+pub const MAX_WINDOW_NS: u64 = 100_000_000;
+
 /// A configuration: machine, variant, `mb_optimize_scan`, one side's settings.
 type PointKey = (Machine, String, bool, Vec<String>);
 
@@ -164,6 +174,8 @@ pub struct Points {
     /// Virtual time each CPU runs before it counts, and then counts, ns.
     warmup_ns: u64,
     horizon_ns: u64,
+    /// The fewest calls a window counts per CPU (0: the window as given).
+    min_calls: u64,
     /// (machine, variant, scan, side's settings) -> cpus -> ops/s per CPU.
     done: BTreeMap<PointKey, BTreeMap<u32, f64>>,
 }
@@ -174,8 +186,30 @@ impl Points {
         Points {
             warmup_ns,
             horizon_ns,
+            min_calls: 0,
             done: BTreeMap::new(),
         }
+    }
+
+    /// The same, a window that counts fewer than `calls` calls per CPU run again, as long as
+    /// it needs to count them ([`MIN_WINDOW_CALLS`]; at most [`MAX_WINDOW_NS`]).
+    pub fn with_min_calls(self, calls: u64) -> Points {
+        Points {
+            min_calls: calls,
+            ..self
+        }
+    }
+
+    /// The window that holds `self.min_calls` calls a CPU, from a run of `horizon_ns` that
+    /// counted `calls` on `n` CPUs; `None` if that one held enough.
+    fn longer_window(&self, horizon_ns: u64, calls: u64, n: u32) -> Option<u64> {
+        let per_cpu = calls / u64::from(n.max(1));
+        if per_cpu >= self.min_calls || horizon_ns >= MAX_WINDOW_NS {
+            return None;
+        }
+        let need = horizon_ns.saturating_mul(self.min_calls) / per_cpu.max(1);
+        let ms = 1_000_000;
+        Some((need.div_ceil(ms) * ms).min(MAX_WINDOW_NS))
     }
 
     /// Per-CPU ops/s of linux-6.18 with `mb_optimize_scan`, the variant's settings and
@@ -199,7 +233,12 @@ impl Points {
         let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, machine);
         cfg.horizon_ns = self.horizon_ns;
         cfg.warmup_ns = self.warmup_ns;
-        let r = run_point(&cfg, n)?.ops_per_s_per_cpu;
+        let mut point = run_point(&cfg, n)?;
+        if let Some(longer) = self.longer_window(cfg.horizon_ns, point.calls, n) {
+            cfg.horizon_ns = longer;
+            point = run_point(&cfg, n)?;
+        }
+        let r = point.ops_per_s_per_cpu;
         self.done.entry(key).or_default().insert(n, r);
         Ok(r)
     }
@@ -241,7 +280,7 @@ pub fn run(
     svg_dir: Option<&Path>,
 ) -> Result<Vec<Row>, BenchError> {
     let mut rows = Vec::new();
-    let mut points = Points::new(WARMUP_NS, WINDOW_NS);
+    let mut points = Points::new(WARMUP_NS, WINDOW_NS).with_min_calls(MIN_WINDOW_CALLS);
     for &variant in variants {
         for pb in PUBLISHED {
             let pair = pair(pb.seed);
@@ -355,6 +394,21 @@ mod tests {
     //! older preset); with the switch on the run differs.
 
     use super::*;
+
+    /// A window that counts too few calls a CPU is lengthened to hold the minimum, in whole
+    /// milliseconds, never past the cap; one that holds enough, or a rule of 0, is kept.
+    #[test]
+    fn a_window_too_short_to_count_enough_calls_is_lengthened() {
+        let p = Points::new(WARMUP_NS, WINDOW_NS).with_min_calls(MIN_WINDOW_CALLS);
+        // Seed 001's base: 30 calls a CPU in 10 ms -> 250 need 83.3 ms.
+        assert_eq!(p.longer_window(10_000_000, 30 * 80, 80), Some(84_000_000));
+        assert_eq!(p.longer_window(10_000_000, 250 * 80, 80), None);
+        assert_eq!(p.longer_window(10_000_000, 80, 80), Some(MAX_WINDOW_NS));
+        assert_eq!(p.longer_window(10_000_000, 0, 80), Some(MAX_WINDOW_NS));
+        assert_eq!(p.longer_window(MAX_WINDOW_NS, 80, 80), None);
+        let fixed = Points::new(WARMUP_NS, WINDOW_NS);
+        assert_eq!(fixed.longer_window(10_000_000, 80, 80), None);
+    }
 
     /// One point's JSON (everything but the host time): 8 CPUs, 300 µs of virtual time each.
     fn point(policy: Policy, settings: Vec<String>, scan: bool) -> String {

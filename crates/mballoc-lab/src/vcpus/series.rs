@@ -13,7 +13,7 @@
 use serde::Serialize;
 
 use super::cost::Machine;
-use super::seeds::{Points, WARMUP_NS, WINDOW_NS};
+use super::seeds::{Points, MIN_WINDOW_CALLS, WARMUP_NS, WINDOW_NS};
 use crate::bench::BenchError;
 
 /// The kernels of the ladder, oldest first: a name and the settings on top of linux-6.18.
@@ -292,7 +292,7 @@ fn rung(i: usize) -> Vec<String> {
 /// fitted to the 6.18 rows, which are then not judged).
 pub fn run(extra: &[String], implied_lines: bool) -> Result<SeriesReport, BenchError> {
     let variant = extra.join(" ");
-    let mut points = Points::new(WARMUP_NS, WINDOW_NS);
+    let mut points = Points::new(WARMUP_NS, WINDOW_NS).with_min_calls(MIN_WINDOW_CALLS);
     let lines = |machine: &str| implied_lines.then(|| implied_line_ns(machine)).flatten();
     let mut rate = |machine: &str, r: usize, scan: bool, n: u32| {
         let mut settings = rung(r);

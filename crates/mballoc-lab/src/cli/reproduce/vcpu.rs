@@ -30,6 +30,8 @@ pub struct Simulator {
     warmup_ns: u64,
     #[cfg(feature = "vcpus")]
     horizon_ns: u64,
+    #[cfg(feature = "vcpus")]
+    quick: bool,
 }
 
 /// Virtual time per CPU, warm-up and window: the seeds' own (10 ms each), 1 ms each with
@@ -49,11 +51,15 @@ impl Simulator {
     pub fn new(quick: bool) -> Simulator {
         #[cfg(feature = "vcpus")]
         {
+            use mballoc_lab::vcpus::seeds::{Points, MIN_WINDOW_CALLS};
             let (warmup_ns, horizon_ns) = window_ns(quick);
+            // --quick keeps its short windows: seconds, not a verdict's sample.
+            let min_calls = if quick { 0 } else { MIN_WINDOW_CALLS };
             Simulator {
-                points: mballoc_lab::vcpus::seeds::Points::new(warmup_ns, horizon_ns),
+                points: Points::new(warmup_ns, horizon_ns).with_min_calls(min_calls),
                 warmup_ns,
                 horizon_ns,
+                quick,
             }
         }
         #[cfg(not(feature = "vcpus"))]
@@ -88,13 +94,23 @@ impl Simulator {
         match rows {
             Ok(rows) => {
                 model::add_rows(rep, &rows);
+                use mballoc_lab::vcpus::seeds::{MAX_WINDOW_NS, MIN_WINDOW_CALLS};
                 rep.ran.push(format!(
                     "{MODEL}: fallocate2 on virtual CPUs, {:.0} ms of virtual time per CPU \
-                     counted after {:.0} ms of warm-up, each row on its server's costs \
+                     counted after {:.0} ms of warm-up{}, each row on its server's costs \
                      (published one-container speed, Zen 4 line costs); simulated, not \
                      measured (docs/vcpus.md) ({:.1} s)",
                     self.horizon_ns as f64 / 1e6,
                     self.warmup_ns as f64 / 1e6,
+                    if self.quick {
+                        String::new()
+                    } else {
+                        format!(
+                            " (longer where that counts under {MIN_WINDOW_CALLS} calls a CPU, \
+                             up to {:.0} ms)",
+                            MAX_WINDOW_NS as f64 / 1e6
+                        )
+                    },
                     t0.elapsed().as_secs_f64()
                 ));
                 rep.notes.push(
