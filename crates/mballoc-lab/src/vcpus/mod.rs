@@ -84,13 +84,17 @@ impl VcpuConfig {
     /// This configuration with the lab settings `warmup_s` and `duration_s` (virtual seconds)
     /// in place of its own warm-up and window: what a point runs, and what its report says.
     pub fn resolved(&self) -> Result<VcpuConfig, BenchError> {
-        let lab = lab_settings(self)?;
+        Ok(self.resolved_by(&lab_settings(self)?))
+    }
+
+    /// [`Self::resolved`] with this configuration's lab settings already parsed.
+    fn resolved_by(&self, lab: &crate::workload::LabSettings) -> VcpuConfig {
         let ns = |s: f64| (s * 1e9).round() as u64;
-        Ok(VcpuConfig {
+        VcpuConfig {
             warmup_ns: lab.warmup_s.map_or(self.warmup_ns, ns),
             horizon_ns: lab.duration_s.map_or(self.horizon_ns, ns),
             ..self.clone()
-        })
+        }
     }
 
     fn policy(&self) -> Result<Policy, BenchError> {
@@ -339,7 +343,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
     let lab = lab_settings(cfg)?;
-    let cfg = &cfg.resolved()?;
+    let cfg = &cfg.resolved_by(&lab);
     let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
