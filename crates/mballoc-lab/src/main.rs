@@ -106,6 +106,10 @@ struct BenchArgs {
     /// them all after seeds 000 and 001.
     #[arg(long, value_delimiter = ',', value_name = "FS,...")]
     seed003: Vec<String>,
+    /// With --seed003: count each point over this many jbd2 commit cycles after one of
+    /// warm-up (will-it-scale's steady state) instead of a few operations after the mount.
+    #[arg(long, value_name = "N", requires = "seed003")]
+    commit_cycles: Option<u32>,
     /// With --calibrate: also time the library's fallocate3 operation on this ext4 image's
     /// layout (the one `scripts/kernel_fallocate3.py` measured the kernel on).
     #[arg(long, value_name = "IMAGE")]
@@ -125,6 +129,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             implied_lines: a.implied_lines,
             seed003: a.seed003,
             seed003_image: a.seed003_image,
+            commit_cycles: a.commit_cycles.unwrap_or(0),
             svg: a.svg,
             json: a.json,
         });

@@ -29,6 +29,8 @@ pub struct VcpuArgs {
     pub seed003: Vec<String>,
     /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on.
     pub seed003_image: Option<std::path::PathBuf>,
+    /// With `seed003`: commit cycles a point counts (0: a few operations after the mount).
+    pub commit_cycles: u32,
     pub svg: Option<std::path::PathBuf>,
     pub json: bool,
 }
@@ -72,7 +74,13 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         std::fs::create_dir_all(d).map_err(other)?;
     }
     if !a.seed003.is_empty() {
-        return seed003(&a.seed003, &a.vcpus, a.svg.as_deref(), a.json);
+        return seed003(
+            &a.seed003,
+            &a.vcpus,
+            a.commit_cycles,
+            a.svg.as_deref(),
+            a.json,
+        );
     }
     if a.series {
         let r = mballoc_lab::vcpus::series::run(&a.settings, a.implied_lines).map_err(other)?;
@@ -95,7 +103,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
         super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
-        return seed003(&["all".into()], &a.vcpus, a.svg.as_deref(), false);
+        return seed003(&["all".into()], &a.vcpus, 0, a.svg.as_deref(), false);
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]
@@ -214,6 +222,7 @@ fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
 fn seed003(
     ids: &[String],
     vcpus: &[u32],
+    commit_cycles: u32,
     svg: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CliError> {
@@ -224,7 +233,16 @@ fn seed003(
     ns.dedup();
     let mut curves = Vec::new();
     for fs in chosen {
-        let c = f3::run_curve(fs, &ns, &Config::new(fs, false)).map_err(other)?;
+        let like = Config {
+            commit_cycles,
+            slack_ns: if commit_cycles > 0 {
+                f3::CYCLE_SLACK_NS
+            } else {
+                f3::SLACK_NS
+            },
+            ..Config::new(fs, false)
+        };
+        let c = f3::run_curve(fs, &ns, &like).map_err(other)?;
         if let Some(dir) = svg {
             f3::plot(&c, &dir.join(format!("seed003-{}.svg", fs.id))).map_err(other)?;
         }

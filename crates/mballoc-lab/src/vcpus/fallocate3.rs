@@ -55,13 +55,18 @@ const TRANSACTION: usize = 0x80;
 /// the next commit, so a task cannot reuse the blocks it just freed (on the measured 802 GiB
 /// image, committing at every truncate made the lab scan 20.9 groups an operation where the
 /// kernel scanned 225.8; at the kernel's cadence, 233.8).
-const COMMIT_AGE_NS: u64 = 5_000_000_000;
+pub const COMMIT_AGE_NS: u64 = 5_000_000_000;
 
 /// The scheduler's slack for these runs: an operation is thousands of points (the scan and
 /// prefetch walks touch every group's state word), and a thread switch at each costs the
 /// host tens of µs; 1 µs of virtual time (about ten points) is small against an operation
 /// (0.1-1 ms) and against a bitmap read.
 pub const SLACK_NS: u64 = 1_000;
+
+/// The slack when a point counts commit cycles (thousands of operations a point): 10 µs, a
+/// third of the host time of 1 µs. On short points (`ops`, 802g-68 at 8 and 32 vCPUs) it
+/// moved the rates by 5-15 % against 1 µs.
+pub const CYCLE_SLACK_NS: u64 = 10_000;
 
 /// One of seed 003's filesystems.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -137,6 +142,22 @@ pub const FILESYSTEMS: [Fs; 9] = [
         DeviceClass::SataSsd,
     ),
 ];
+
+impl Fs {
+    /// fallocate3 operations the free space holds: each allocates a file's 18,023 blocks
+    /// and frees the last one's, whose blocks come back only at the next commit, so between
+    /// two commits the tasks together run at most this many (plus one in flight each)
+    /// before the allocator finds no space and an ENOSPC forces a commit.
+    pub fn free_space_ops(&self) -> f64 {
+        (self.bytes / 4096) as f64 * (1.0 - self.used) / f64::from(FILE_BLOCKS)
+    }
+
+    /// The highest rate (ops/s) at which the free space lasts a whole commit interval: above
+    /// it the tasks run out of space before jbd2's timer commits.
+    pub fn interval_rate(&self) -> f64 {
+        self.free_space_ops() * 1e9 / COMMIT_AGE_NS as f64
+    }
+}
 
 const fn fs(
     id: &'static str,
@@ -217,7 +238,13 @@ pub struct Config {
     pub warm_ops: u32,
     /// Operations counted over all tasks: each task counts `ops / N` (at least 2), so a
     /// point costs the host about the same at every N and the total stays near `ops`.
+    /// Unused when `commit_cycles` > 0.
     pub ops: u32,
+    /// When > 0, count the operations of this many whole commit cycles instead of `ops`
+    /// ([`Window::cycles`]).
+    pub commit_cycles: u32,
+    /// jbd2's commit interval, ns (ext4's `commit=` mount option; 5 s by default).
+    pub commit_interval_ns: u64,
     /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
     pub bytes: u64,
     /// The scheduler's slack (`Sched::with_device`).
@@ -234,6 +261,8 @@ impl Config {
             mount_ops: 2,
             warm_ops: 1,
             ops: 16,
+            commit_cycles: 0,
+            commit_interval_ns: COMMIT_AGE_NS,
             bytes: fs.bytes,
             slack_ns: SLACK_NS,
         }
@@ -250,6 +279,10 @@ pub struct Point {
     /// Total ops/s of all tasks (the seed's "perf"): the sum of each task's rate over its
     /// counted operations.
     pub ops_per_s: f64,
+    /// Operations the rate counts, all tasks, and the virtual time they span (ns; per task,
+    /// summed, when counting operations; the commit cycles' when counting cycles).
+    pub counted_ops: u64,
+    pub window_ns: u64,
     /// Virtual time of the first operation on the cold mount, ns (the reads it waits for).
     pub first_op_ns: u64,
     /// The device on the cold mount, then while the N tasks ran.
@@ -261,6 +294,10 @@ pub struct Point {
     /// Journal commits while the N tasks ran (every 5 s of virtual time, or forced by an
     /// ENOSPC; and one as each task ends): a truncate's frees wait for one.
     pub commits: u64,
+    /// The tasks' own commits (timer or ENOSPC; not the ones as each task ends), and those
+    /// forced by an ENOSPC (`ext4_should_retry_alloc`).
+    pub journal_commits: u64,
+    pub forced_commits: u64,
     /// Groups whose buddy was searched, per operation of the N tasks.
     pub groups_scanned_per_op: f64,
     /// Cache lines moved between CPUs, per operation of the N tasks (the group state words
@@ -502,17 +539,14 @@ fn operation(
     a: &Allocator,
     vol: &Volume,
     f: &mut File,
-    commits: &AtomicU64,
+    journal: &Journal,
 ) -> Result<(), BenchError> {
     let outside = s.costs().outside_ns;
     s.work(me, outside / 2);
     // open(O_TRUNC): the last round's blocks go back, and wait for jbd2's next commit
     // (`ext4_mb_free_metadata`), at most COMMIT_AGE_NS of virtual time away.
     f.truncate_uncommitted(a)?;
-    let epoch = s.clock(me) / COMMIT_AGE_NS;
-    if epoch > commits.fetch_max(epoch, Ordering::Relaxed) {
-        a.commit()?;
-    }
+    journal.commit_if_expired(me, s, a)?;
     s.touch(me, J_STATE_LOCK, Access::Write, None);
     s.touch(me, TRANSACTION, Access::Write, None);
     let mut retries = 0;
@@ -523,7 +557,7 @@ fn operation(
             // ext4_should_retry_alloc: force a commit and try again, three times at most.
             Err(mballoc::Error::NoSpace { pending, .. }) if pending > 0 && retries < 3 => {
                 retries += 1;
-                a.commit()?;
+                journal.force(me, s, a)?;
             }
             Err(e) => return Err(e.into()),
         }
@@ -533,12 +567,94 @@ fn operation(
     Ok(())
 }
 
+/// jbd2 as the tasks see it: when the running transaction commits, and the commits so far.
+/// A commit is the library's (the pending frees become free); its time is charged to the CPU
+/// that runs it, the task that found its timer expired or that forced it (in the kernel the
+/// jbd2 thread commits and that task waits for it). The commit's journal writes are not
+/// modelled: a commit takes only the library's work.
+struct Journal {
+    /// Virtual time at which the running transaction's timer runs out (`t_expires`: the
+    /// commit interval after the last commit).
+    expires: AtomicU64,
+    interval_ns: u64,
+    /// Virtual times at which the commits of the run ended, in order.
+    ends: std::sync::Mutex<Vec<u64>>,
+    /// Commits forced by an ENOSPC.
+    forced: AtomicU64,
+}
+
+impl Journal {
+    fn new(interval_ns: u64) -> Journal {
+        Journal {
+            expires: AtomicU64::new(interval_ns),
+            interval_ns,
+            ends: std::sync::Mutex::new(Vec::new()),
+            forced: AtomicU64::new(0),
+        }
+    }
+
+    /// The commit interval has passed since the last commit (`jbd2`'s commit timer). The
+    /// first CPU to see it commits; the library's commit has synchronisation points, where
+    /// other CPUs run, and they must not start the same commit again.
+    fn commit_if_expired(&self, me: usize, s: &Sched, a: &Allocator) -> Result<(), BenchError> {
+        let now = s.clock(me);
+        let due = self.expires.load(Ordering::Relaxed);
+        if now >= due
+            && self
+                .expires
+                .compare_exchange(due, u64::MAX, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.commit(me, s, a)?;
+        }
+        Ok(())
+    }
+
+    /// `ext4_should_retry_alloc`: `jbd2_journal_force_commit_nested`.
+    fn force(&self, me: usize, s: &Sched, a: &Allocator) -> Result<(), BenchError> {
+        self.forced.fetch_add(1, Ordering::Relaxed);
+        self.expires.store(u64::MAX, Ordering::Relaxed);
+        self.commit(me, s, a)
+    }
+
+    /// Runs the commit; the next transaction's timer starts when it ends.
+    fn commit(&self, me: usize, s: &Sched, a: &Allocator) -> Result<(), BenchError> {
+        a.commit()?;
+        let now = s.clock(me);
+        self.expires
+            .store(now + self.interval_ns, Ordering::Relaxed);
+        self.log().push(now);
+        Ok(())
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Vec<u64>> {
+        self.ends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count(&self) -> usize {
+        self.log().len()
+    }
+}
+
 /// What the tasks of one run share besides the allocator.
 struct Tasks {
     /// Tasks that have counted all their operations.
     done: AtomicUsize,
-    /// The last 5 s epoch of virtual time whose commit ran.
-    commits: AtomicU64,
+    journal: Journal,
+    /// When > 0, every task stops once this many commits have ended (the window of
+    /// [`Window::Cycles`]); else each runs its `want` operations.
+    until_commits: usize,
+}
+
+impl Tasks {
+    /// Whether a task with `ops` operations done goes on (`want`: operations it counts).
+    fn more(&self, ops: usize, want: usize, n: usize) -> bool {
+        if self.until_commits > 0 {
+            self.journal.count() < self.until_commits
+        } else {
+            ops < want || self.done.load(Ordering::Relaxed) < n
+        }
+    }
 }
 
 /// CPU `me`'s task: `warm + ops` operations, then more (not counted) until every task has
@@ -562,10 +678,8 @@ fn cpu_loop(
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
-    while (ends.len() < want || shared.done.load(Ordering::Relaxed) < n)
-        && s.clock(me) < MAX_VIRTUAL_NS
-    {
-        operation(me, s, a, vol, &mut f, &shared.commits)?;
+    while shared.more(ends.len(), want, n) && s.clock(me) < MAX_VIRTUAL_NS {
+        operation(me, s, a, vol, &mut f, &shared.journal)?;
         ends.push(s.clock(me));
         if ends.len() == want {
             shared.done.fetch_add(1, Ordering::Relaxed);
@@ -579,18 +693,32 @@ fn cpu_loop(
     Ok(ends)
 }
 
-/// Runs `n` tasks, one per virtual CPU, on `a`; each task's operation ends.
+/// What the tasks of one run did.
+struct Ran {
+    /// Each task's operation ends, ns.
+    ends: Vec<Vec<u64>>,
+    /// When each commit of the run ended, ns.
+    commits: Vec<u64>,
+    /// Commits forced by an ENOSPC.
+    forced: u64,
+}
+
+/// Runs `n` tasks, one per virtual CPU, on `a`: each `want` operations, or (`until_commits`
+/// > 0) until that many commits have ended.
 fn run_tasks(
     s: &Arc<Sched>,
     a: &Allocator,
     vol: &Volume,
     first_ino: u64,
     want: usize,
-) -> Result<Vec<Vec<u64>>, BenchError> {
+    until_commits: usize,
+    commit_interval_ns: u64,
+) -> Result<Ran, BenchError> {
     let n = s.clocks().len();
     let shared = Tasks {
         done: AtomicUsize::new(0),
-        commits: AtomicU64::new(0),
+        journal: Journal::new(commit_interval_ns),
+        until_commits,
     };
     let outs: Vec<Result<Vec<u64>, BenchError>> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..n)
@@ -601,7 +729,13 @@ fn run_tasks(
             .collect();
         hs.into_iter().map(super::joined).collect()
     });
-    outs.into_iter().collect()
+    let ends = outs.into_iter().collect::<Result<_, _>>()?;
+    let commits = shared.journal.log().clone();
+    Ok(Ran {
+        ends,
+        commits,
+        forced: shared.journal.forced.load(Ordering::Relaxed),
+    })
 }
 
 /// Runs `cfg` on `n` virtual CPUs: one task alone on the cold mount for `mount_ops`
@@ -629,8 +763,11 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         &vol,
         FIRST_FILE_INO + MAX_VCPUS as u64,
         cfg.mount_ops as usize,
+        0,
+        cfg.commit_interval_ns,
     )?;
     let first_op_ns = mount_ends
+        .ends
         .first()
         .and_then(|e| e.first().copied())
         .unwrap_or(0);
@@ -640,27 +777,37 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     let before = a.stats();
     let warm = cfg.warm_ops as usize;
     let counted = cfg.ops.div_ceil(n).max(2);
-    let ends = run_tasks(&s, &a, &vol, FIRST_FILE_INO, warm + counted as usize)?;
+    let cycles = cfg.commit_cycles as usize;
+    // One commit cycle of warm-up (the tasks' start and the mount's state behind them).
+    let until = if cycles > 0 { 1 + cycles } else { 0 };
+    let ran = run_tasks(
+        &s,
+        &a,
+        &vol,
+        FIRST_FILE_INO,
+        warm + counted as usize,
+        until,
+        cfg.commit_interval_ns,
+    )?;
     let after = a.stats();
-    // Each task's rate over its counted operations: from the end of its last warm-up
-    // operation (or its start) to the end of its last counted one.
-    let ops_per_s = ends
-        .iter()
-        .map(|e| {
-            let from = if warm == 0 { 0 } else { e[warm - 1] };
-            let to = e[warm + counted as usize - 1];
-            f64::from(counted) * 1e9 / (to - from).max(1) as f64
-        })
-        .sum();
-    let all_ops = ends.iter().map(Vec::len).sum::<usize>().max(1) as f64;
+    let window = if cycles > 0 {
+        Window::cycles(&ran, cycles)?
+    } else {
+        Window::ops(&ran.ends, warm, counted as usize)
+    };
+    let all_ops = ran.ends.iter().map(Vec::len).sum::<usize>().max(1) as f64;
     Ok(Point {
         vcpus: n,
-        ops_per_s,
+        ops_per_s: window.ops_per_s,
+        counted_ops: window.ops,
+        window_ns: window.ns,
+        forced_commits: ran.forced,
         first_op_ns,
         mount_io: alone.io_stats(),
         io: s.io_stats(),
         bitmap_loads: after.bitmap_loads - before.bitmap_loads,
         commits: after.commits - before.commits,
+        journal_commits: ran.commits.len() as u64,
         prefetch_loads: after.prefetch_loads - before.prefetch_loads,
         groups_scanned_per_op: (after.groups_scanned - before.groups_scanned) as f64 / all_ops,
         line_transfers_per_op: s.stats().line_transfers as f64 / all_ops,
@@ -668,10 +815,72 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     })
 }
 
+/// Which operations of a run a point's rate counts, and the rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Total ops/s of all tasks.
+    pub ops_per_s: f64,
+    /// Operations counted, all tasks.
+    pub ops: u64,
+    /// Virtual time counted, ns (per task, summed over tasks for [`Window::ops`]).
+    pub ns: u64,
+}
+
+impl Window {
+    /// Each task's rate over its operations `warm..warm + counted` (from the end of its last
+    /// warm-up operation, or its start, to the end of its last counted one), summed: a few
+    /// operations soon after the mount, before the first commit.
+    fn ops(ends: &[Vec<u64>], warm: usize, counted: usize) -> Window {
+        let spans: Vec<u64> = ends
+            .iter()
+            .map(|e| {
+                let from = if warm == 0 { 0 } else { e[warm - 1] };
+                (e[warm + counted - 1] - from).max(1)
+            })
+            .collect();
+        Window {
+            ops_per_s: spans.iter().map(|&d| counted as f64 * 1e9 / d as f64).sum(),
+            ops: (counted * ends.len()) as u64,
+            ns: spans.iter().sum(),
+        }
+    }
+
+    /// The operations that end between the first commit of the run and the commit `cycles`
+    /// later, all tasks together, over that time: will-it-scale's steady state, in which
+    /// each jbd2 commit hands the frees of its transaction back and the tasks use them up
+    /// again (on a full filesystem before the commit interval ends, when an ENOSPC forces
+    /// the next commit, `ext4_should_retry_alloc`).
+    fn cycles(ran: &Ran, cycles: usize) -> Result<Window, BenchError> {
+        let (Some(&from), Some(&to)) = (ran.commits.first(), ran.commits.get(cycles)) else {
+            return Err(BenchError::Peer(format!(
+                "fallocate3: {} commits in {} s of virtual time, {} wanted",
+                ran.commits.len(),
+                MAX_VIRTUAL_NS / 1_000_000_000,
+                cycles + 1
+            )));
+        };
+        let ops = ran
+            .ends
+            .iter()
+            .flatten()
+            .filter(|&&t| t > from && t <= to)
+            .count() as u64;
+        let ns = (to - from).max(1);
+        Ok(Window {
+            ops_per_s: ops as f64 * 1e9 / ns as f64,
+            ops,
+            ns,
+        })
+    }
+}
+
 /// One filesystem's curves and the published figures beside them.
 #[derive(Debug, Clone, Serialize)]
 pub struct Curve {
     pub fs: Fs,
+    /// How the points counted ([`Config::commit_cycles`], [`Config::slack_ns`]).
+    pub commit_cycles: u32,
+    pub slack_ns: u64,
     pub base: Vec<Point>,
     pub patched: Vec<Point>,
     pub published: Vec<Published>,
@@ -748,10 +957,33 @@ pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchErr
     };
     Ok(Curve {
         fs,
+        commit_cycles: like.commit_cycles,
+        slack_ns: like.slack_ns,
         base: side(false)?,
         patched: side(true)?,
         published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
     })
+}
+
+/// How long the free space lasts at the published rates: the rows above
+/// [`Fs::interval_rate`] ran out of space between two of jbd2's timed commits.
+fn free_space_note(c: &Curve) -> String {
+    let over = |f: fn(&Published) -> f64| {
+        c.published
+            .iter()
+            .filter(|p| f(p) > c.fs.interval_rate())
+            .count()
+    };
+    format!(
+        "free space: {:.0} operations between commits, {:.0} ops/s over jbd2's 5 s; published \
+         rows faster (out of space before the timer commits): base {} of {}, patched {} of {}",
+        c.fs.free_space_ops(),
+        c.fs.interval_rate(),
+        over(|p| p.base),
+        c.published.len(),
+        over(|p| p.patched),
+        c.published.len()
+    )
 }
 
 /// The curve as an SVG: total ops/s against vCPUs, base and patched, published points.
@@ -814,10 +1046,30 @@ pub fn render(curves: &[Curve]) -> String {
                 ""
             }
         );
+        let counted = if c.commit_cycles > 0 {
+            format!("{} commit cycle(s) after one of warm-up", c.commit_cycles)
+        } else {
+            "a few operations a task after the mount, before any commit".to_string()
+        };
         let _ = writeln!(
             t,
-            "{:>5} {:>10} {:>10} {:>8} {:>10} {:>5} {:>4} {:>5}",
-            "vcpus", "base", "patched", "ours", "published", "sign", "x2", "±25%"
+            "counted: {counted}; scheduler slack {} µs\n{}",
+            c.slack_ns / 1000,
+            free_space_note(c)
+        );
+        let _ = writeln!(
+            t,
+            "{:>5} {:>10} {:>10} {:>8} {:>10} {:>5} {:>4} {:>5} {:>13} {:>15}",
+            "vcpus",
+            "base",
+            "patched",
+            "ours",
+            "published",
+            "sign",
+            "x2",
+            "±25%",
+            "counted b/p",
+            "commits b/p"
         );
         let rows: BTreeMap<u32, Row> = c
             .rows()
@@ -826,29 +1078,31 @@ pub fn render(curves: &[Curve]) -> String {
             .collect();
         for (b, p) in c.base.iter().zip(&c.patched) {
             let ours = 100.0 * (p.ops_per_s / b.ops_per_s - 1.0);
-            match rows.get(&b.vcpus) {
-                Some(r) => {
-                    let _ = writeln!(
-                        t,
-                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>+9.1}% {:>5} {:>4} {:>5}",
-                        b.vcpus,
-                        b.ops_per_s,
-                        p.ops_per_s,
-                        ours,
+            let judged = rows.get(&b.vcpus).map_or_else(
+                || format!("{:>10} {:>5} {:>4} {:>5}", "-", "", "", ""),
+                |r| {
+                    format!(
+                        "{:>+9.1}% {:>5} {:>4} {:>5}",
                         r.published.change_pct(),
                         yn(r.same_sign),
                         yn(r.within_2x),
                         yn(r.within_25pct)
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        t,
-                        "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {:>10}",
-                        b.vcpus, b.ops_per_s, p.ops_per_s, ours, "-"
-                    );
-                }
-            }
+                    )
+                },
+            );
+            // Commits: the tasks' own, of which forced by an ENOSPC in brackets.
+            let commits = |q: &Point| format!("{}({})", q.journal_commits, q.forced_commits);
+            let _ = writeln!(
+                t,
+                "{:>5} {:>10.0} {:>10.0} {:>+7.1}% {} {:>13} {:>15}",
+                b.vcpus,
+                b.ops_per_s,
+                p.ops_per_s,
+                ours,
+                judged,
+                format!("{}/{}", b.counted_ops, p.counted_ops),
+                format!("{}/{}", commits(b), commits(p))
+            );
         }
     }
     t

@@ -9,7 +9,9 @@ use mballoc::vcpu::{self, Hook};
 use mballoc::{Allocator, MemSource, Policy, Request};
 
 use super::cost::Costs;
-use super::fallocate3::{filesystem, published, run_point, time_operations, Config, Row};
+use super::fallocate3::{
+    filesystem, published, run_point, time_operations, Config, Row, FILE_BLOCKS,
+};
 use super::io::Device;
 use super::sched::{Sched, VcpuHook};
 use crate::bench::threads::Volume;
@@ -166,6 +168,43 @@ fn an_operations_points_are_counted_the_same_every_time() {
 fn frees_wait_for_the_journal_commit() {
     let p = run_point(&small(false), 2).unwrap();
     assert_eq!(p.commits, 2, "{} commits by 2 tasks", p.commits);
+}
+
+/// Counting commit cycles: on a small full filesystem the tasks use the free space up within
+/// jbd2's interval, an ENOSPC forces each commit, and the point counts the operations between
+/// the first commit and the one `commit_cycles` later: none of the warm-up cycle, and no
+/// more per cycle than the free space holds (red when the window also counts the warm-up
+/// cycle: 51 operations where 2 × 18.6 fit).
+#[test]
+fn a_point_can_count_whole_commit_cycles() {
+    let cfg = Config {
+        commit_cycles: 2,
+        ..small(false)
+    };
+    let p = run_point(&cfg, 2).unwrap();
+    assert_eq!(p.journal_commits, 3, "{p:?}");
+    assert!(p.forced_commits >= 2, "{p:?}");
+    // 4 GiB at 68 %: about 335,000 free blocks, 18 files of 18,023; each task has one
+    // operation in flight when the space runs out.
+    let free_ops = (cfg.bytes / 4096) as f64 * (1.0 - cfg.fs.used) / f64::from(FILE_BLOCKS);
+    assert!(p.counted_ops > 0, "{p:?}");
+    assert!(
+        p.counted_ops as f64 <= 2.0 * (free_ops + 2.0),
+        "{} operations in 2 cycles, {free_ops:.1} fit",
+        p.counted_ops
+    );
+    let rate = p.counted_ops as f64 * 1e9 / p.window_ns as f64;
+    assert!((p.ops_per_s - rate).abs() < 1e-6 * rate, "{p:?}");
+    // With a commit interval shorter than the time the free space lasts, the timer ends
+    // every cycle: none forced, each cycle at least the interval long.
+    let timed = Config {
+        commit_interval_ns: 2_000_000,
+        slack_ns: 10_000,
+        ..cfg
+    };
+    let p = run_point(&timed, 4).unwrap();
+    assert_eq!((p.journal_commits, p.forced_commits), (3, 0), "{p:?}");
+    assert!(p.counted_ops > 0 && p.window_ns >= 4_000_000, "{p:?}");
 }
 
 #[test]
