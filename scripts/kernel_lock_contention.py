@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.environ.get("KLAB_DIR", os.path.join(HERE, "../../shared/kernel-lab")))
 import klab  # noqa: E402
 T = "/sys/kernel/tracing/instances/mballoc-contention"
-BENCH = sys.argv[4] if len(sys.argv) > 4 else "/tmp/klab-fallocate2"
+BENCH = sys.argv[4] if len(sys.argv) > 4 and __name__ == "__main__" else "/tmp/klab-fallocate2"
 SKIP = ("queued_spin_lock_slowpath", "_raw_spin", "queued_read_lock", "queued_write_lock",
         "__mutex_lock", "mutex_lock", "rwsem_down", "down_read", "down_write", "_raw_read", "_raw_write",
         "do_raw_spin", "__pv_queued", "pv_queued", "native_queued", "contention", "trace_")
@@ -87,5 +87,18 @@ def run(n, scan, length):
         print("  %7.4f waits %8.1f ns  %s [%s]" % (w["per_call"], w["wait_ns_per_call"], w["site"], w["flags"]))
     return res
 
-out = sys.argv[1]; ns = [int(x) for x in sys.argv[2].split(",")]; length = float(sys.argv[3])
-json.dump([run(n, 1, length) for n in ns], open(out, "w"), indent=1)
+def contention(length, delay, work):
+    """Runs `work()` while a window of `length` s, `delay` s after its start, records every
+    lock wait with its stack; returns (work's result, the trace's text)."""
+    os.makedirs(T, exist_ok=True)
+    klab.write(T + "/tracing_on", 0); klab.write(T + "/buffer_size_kb", 65536); klab.write(T + "/trace", "")
+    klab.write(T + "/events/lock/contention_begin/trigger", "stacktrace")
+    th = threading.Thread(target=window, args=(["lock/contention_begin", "lock/contention_end"], length, delay)); th.start()
+    out = work(); th.join()
+    text = klab.read(T + "/trace")
+    klab.write(T + "/events/lock/contention_begin/trigger", "!stacktrace"); klab.write(T + "/trace", "")
+    return out, text
+
+if __name__ == "__main__":
+    out = sys.argv[1]; ns = [int(x) for x in sys.argv[2].split(",")]; length = float(sys.argv[3])
+    json.dump([run(n, 1, length) for n in ns], open(out, "w"), indent=1)
