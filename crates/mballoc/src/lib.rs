@@ -70,6 +70,8 @@ pub mod testing;
 
 #[cfg(feature = "testing")]
 pub use alloc::GroupLockHold;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub use alloc::GroupLockSpan;
 pub use alloc::{Allocator, Builder, SharedAllocator};
 pub use error::Error;
 pub use geometry::{Geometry, GeometryError};

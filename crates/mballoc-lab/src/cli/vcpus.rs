@@ -74,10 +74,11 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         std::fs::create_dir_all(d).map_err(other)?;
     }
     if !a.seed003.is_empty() {
+        let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
         return seed003(
             &a.seed003,
             &a.vcpus,
-            a.commit_cycles,
+            (a.commit_cycles, lab.bg_locks),
             a.svg.as_deref(),
             a.json,
         );
@@ -103,7 +104,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
         super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
-        return seed003(&["all".into()], &a.vcpus, 0, a.svg.as_deref(), false);
+        return seed003(&["all".into()], &a.vcpus, (0, 0), a.svg.as_deref(), false);
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]
@@ -222,7 +223,7 @@ fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
 fn seed003(
     ids: &[String],
     vcpus: &[u32],
-    commit_cycles: u32,
+    (commit_cycles, bg_locks): (u32, u32),
     svg: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CliError> {
@@ -235,6 +236,7 @@ fn seed003(
     for fs in chosen {
         let like = Config {
             commit_cycles,
+            bg_locks,
             slack_ns: if commit_cycles > 0 {
                 f3::CYCLE_SLACK_NS
             } else {

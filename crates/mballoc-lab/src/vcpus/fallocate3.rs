@@ -245,6 +245,8 @@ pub struct Config {
     pub commit_cycles: u32,
     /// jbd2's commit interval, ns (ext4's `commit=` mount option; 5 s by default).
     pub commit_interval_ns: u64,
+    /// The kernel's hashed group locks (the lab's `bg_locks`; 0: one lock per group).
+    pub bg_locks: u32,
     /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
     pub bytes: u64,
     /// The scheduler's slack (`Sched::with_device`).
@@ -263,6 +265,7 @@ impl Config {
             ops: 16,
             commit_cycles: 0,
             commit_interval_ns: COMMIT_AGE_NS,
+            bg_locks: 0,
             bytes: fs.bytes,
             slack_ns: SLACK_NS,
         }
@@ -774,6 +777,10 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
     let device = alone.device().rebased(alone.clock(0));
     let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
+    if cfg.bg_locks > 0 {
+        alone.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
+        s.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
+    }
     let before = a.stats();
     let warm = cfg.warm_ops as usize;
     let counted = cfg.ops.div_ceil(n).max(2);
@@ -881,6 +888,8 @@ pub struct Curve {
     /// How the points counted ([`Config::commit_cycles`], [`Config::slack_ns`]).
     pub commit_cycles: u32,
     pub slack_ns: u64,
+    /// [`Config::bg_locks`].
+    pub bg_locks: u32,
     pub base: Vec<Point>,
     pub patched: Vec<Point>,
     pub published: Vec<Published>,
@@ -959,6 +968,7 @@ pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchErr
         fs,
         commit_cycles: like.commit_cycles,
         slack_ns: like.slack_ns,
+        bg_locks: like.bg_locks,
         base: side(false)?,
         patched: side(true)?,
         published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
@@ -1053,8 +1063,12 @@ pub fn render(curves: &[Curve]) -> String {
         };
         let _ = writeln!(
             t,
-            "counted: {counted}; scheduler slack {} µs\n{}",
+            "counted: {counted}; scheduler slack {} µs; group locks: {}\n{}",
             c.slack_ns / 1000,
+            match c.bg_locks {
+                0 => "one per group".to_string(),
+                n => format!("{n} hashed"),
+            },
             free_space_note(c)
         );
         let _ = writeln!(

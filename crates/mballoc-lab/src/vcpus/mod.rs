@@ -350,6 +350,9 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         .with_line_ns(lab.line_ns)
         .on_cpus(n);
     let s = Sched::new(n as usize, costs);
+    if lab.bg_locks > 0 {
+        s.hash_group_locks(a.group_lock_span(), lab.bg_locks);
+    }
     s.count_from(cfg.warmup_ns);
     let last_group = Mutex::new(vec![None; n as usize]);
     let files = staggered_files(&a, &vol, cfg, n)?;

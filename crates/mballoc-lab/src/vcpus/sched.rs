@@ -136,7 +136,8 @@ struct LockState {
     /// The owner's clock when it was granted the lock (after any move of its data).
     since: u64,
     last: Option<usize>,
-    waiters: VecDeque<(usize, u64)>,
+    /// CPU, since when, and the lock it asked for (its group's, under a hashed lock).
+    waiters: VecDeque<(usize, u64, usize)>,
 }
 
 #[derive(Default)]
@@ -161,9 +162,37 @@ struct State {
     device: Device,
     /// Set when no CPU can run while some wait: every thread then gives up.
     deadlock: bool,
+    /// The kernel's hashed group locks ([`Sched::hash_group_locks`]), if modelled.
+    bgl: Option<Bgl>,
+    /// With `bgl`: the CPU that last held each group's own data (by its lock's address).
+    group_last: HashMap<usize, usize>,
 }
 
+/// `s_blockgroup_lock`: the kernel's groups share `locks` spinlocks, group `g` taking lock
+/// `g & (locks - 1)` (`bgl_lock_ptr`; `NR_BG_LOCKS` is 128 on kernels built for 32 CPUs or
+/// more), each on a line of its own (`____cacheline_aligned_in_smp`).
+#[derive(Debug, Clone, Copy)]
+struct Bgl {
+    span: mballoc::GroupLockSpan,
+    locks: u32,
+}
+
+/// Where the hashed locks' keys start: far from any heap address a real lock reports.
+const BGL_KEY: usize = usize::MAX - (1 << 20);
+
 impl State {
+    /// The lock the simulation arbitrates for a lock the library takes: a group lock's
+    /// hashed lock when the kernel's sharing is modelled, else the lock itself.
+    fn key(&self, lock: usize, kind: LockKind) -> usize {
+        match self.bgl {
+            Some(b) if kind == LockKind::Group => b
+                .span
+                .group_of(lock)
+                .map_or(lock, |g| BGL_KEY + (g & (b.locks - 1)) as usize),
+            _ => lock,
+        }
+    }
+
     /// Where CPU `me`'s events count: the run's figures once its clock is in the window.
     fn stats_of(&mut self, me: usize) -> &mut SchedStats {
         if self.clock[me] >= self.count_from {
@@ -214,6 +243,8 @@ impl Sched {
                 warm: SchedStats::default(),
                 device,
                 deadlock: false,
+                bgl: None,
+                group_last: HashMap::new(),
             }),
             turn: (0..n).map(|_| Condvar::new()).collect(),
             costs,
@@ -223,6 +254,16 @@ impl Sched {
 
     pub fn costs(&self) -> &Costs {
         &self.costs
+    }
+
+    /// Arbitrates the group locks of the allocator whose locks lie at `span` as the kernel's
+    /// `locks` hashed spinlocks (a power of two): two groups that share one wait for each
+    /// other, and a try-lock or `spin_is_locked` on one sees the other held. The lock word
+    /// moves with the hashed lock, the group's own data with the group. Set before the CPUs
+    /// start.
+    pub fn hash_group_locks(&self, span: mballoc::GroupLockSpan, locks: u32) {
+        assert!(locks.is_power_of_two(), "{locks} hashed group locks");
+        self.state().bgl = Some(Bgl { span, locks });
     }
 
     /// Counts only events at virtual times from `ns` on (each CPU's own clock): the time
@@ -371,20 +412,33 @@ impl Sched {
 
     /// Makes `me` the owner of a free `lock`, charging its data's move if another CPU held
     /// it last.
-    fn grant(&self, st: &mut State, me: usize, lock: usize, kind: LockKind) {
+    fn grant(&self, st: &mut State, me: usize, lock: usize, data: usize, kind: LockKind) {
         let lines = self.costs.lines(kind);
         let l = st.locks.entry(lock).or_default();
         debug_assert!(l.owner.is_none(), "granting a held lock");
         l.owner = Some(me);
         let moved = l.last.is_some_and(|p| p != me);
         l.last = Some(me);
+        // A hashed lock: its word moves with it, the group's own lines with the group.
+        let moved_lines = if lock == data {
+            if moved {
+                lines
+            } else {
+                0
+            }
+        } else {
+            let data_moved = st.group_last.insert(data, me).is_some_and(|p| p != me);
+            u64::from(moved) + u64::from(data_moved) * lines.saturating_sub(1)
+        };
         let stats = st.stats_of(me);
         let s = stats.locks.entry(kind).or_default();
         s.acquisitions += 1;
         if moved {
             s.migrations += 1;
-            stats.line_transfers += lines;
-            st.clock[me] += lines * self.costs.transfer_ns;
+        }
+        if moved_lines > 0 {
+            stats.line_transfers += moved_lines;
+            st.clock[me] += moved_lines * self.costs.transfer_ns;
         }
         let now = st.clock[me];
         if let Some(l) = st.locks.get_mut(&lock) {
@@ -392,11 +446,12 @@ impl Sched {
         }
     }
 
-    fn lock(&self, me: usize, lock: usize, kind: LockKind) {
+    fn lock(&self, me: usize, data: usize, kind: LockKind) {
         let mut st = self.point(me, Some(Seg::Lock(kind)));
+        let lock = st.key(data, kind);
         let held = st.locks.get(&lock).and_then(|l| l.owner);
         match held {
-            None => self.grant(&mut st, me, lock, kind),
+            None => self.grant(&mut st, me, lock, data, kind),
             Some(o) => {
                 assert_ne!(o, me, "a CPU re-locking a lock it holds ({kind:?})");
                 let now = st.clock[me];
@@ -404,25 +459,27 @@ impl Sched {
                     .entry(lock)
                     .or_default()
                     .waiters
-                    .push_back((me, now));
+                    .push_back((me, now, data));
                 st.status[me] = Status::Blocked;
                 drop(self.reschedule(me, st));
             }
         }
     }
 
-    fn try_lock(&self, me: usize, lock: usize, kind: LockKind) -> bool {
+    fn try_lock(&self, me: usize, data: usize, kind: LockKind) -> bool {
         let mut st = self.point(me, Some(Seg::TryLock(kind)));
+        let lock = st.key(data, kind);
         if st.locks.get(&lock).is_some_and(|l| l.owner.is_some()) {
             st.stats_of(me).locks.entry(kind).or_default().busy += 1;
             return false;
         }
-        self.grant(&mut st, me, lock, kind);
+        self.grant(&mut st, me, lock, data, kind);
         true
     }
 
-    fn is_locked(&self, me: usize, lock: usize, kind: LockKind) -> bool {
+    fn is_locked(&self, me: usize, data: usize, kind: LockKind) -> bool {
         let mut st = self.point(me, Some(Seg::TryLock(kind)));
+        let lock = st.key(data, kind);
         let busy = st
             .locks
             .get(&lock)
@@ -434,7 +491,8 @@ impl Sched {
     }
 
     /// Releases `lock` at `me`'s clock; the first waiter gets it after the hand-off.
-    fn release(&self, st: &mut State, me: usize, lock: usize, kind: LockKind) {
+    fn release(&self, st: &mut State, me: usize, data: usize, kind: LockKind) {
+        let lock = st.key(data, kind);
         let now = st.clock[me];
         let handoff = self.costs.handoff_ns;
         let l = st
@@ -447,7 +505,7 @@ impl Sched {
         let held = now - l.since.max(st.count_from.min(now));
         st.stats_of(me).locks.entry(kind).or_default().hold_ns += held;
         let l = st.locks.get_mut(&lock).expect("just seen");
-        if let Some((w, since)) = l.waiters.pop_front() {
+        if let Some((w, since, wants)) = l.waiters.pop_front() {
             st.clock[w] = st.clock[w].max(now) + handoff;
             st.status[w] = Status::Runnable;
             let waited = st.clock[w] - since.max(st.count_from.min(st.clock[w]));
@@ -455,7 +513,7 @@ impl Sched {
             let s = st.stats_of(w).locks.entry(kind).or_default();
             s.waits += 1;
             s.wait_ns += waited;
-            self.grant(st, w, lock, kind);
+            self.grant(st, w, lock, wants, kind);
         }
     }
 

@@ -83,6 +83,56 @@ fn one_lock_held_for_t_saturates_at_one_over_t() {
     }
 }
 
+/// The kernel's hashed group locks (`bg_locks`): with 4 of them, groups 1 and 5 share one,
+/// so a CPU asking for group 5 while another holds group 1 waits, and a try-lock on 5 is
+/// busy; groups 1 and 2 never wait for each other; with one lock per group none do. The
+/// group's own lines move with the group, the lock word with the hashed lock.
+#[test]
+fn hashed_group_locks_make_groups_that_share_one_wait() {
+    let span = mballoc::GroupLockSpan {
+        first: 0x40_000,
+        stride: 0x100,
+        groups: 8,
+    };
+    let lock = |g: usize| span.first + g * span.stride;
+    // CPU 0 holds group 1 for 1,000 ns; CPU 1 asks 100 ns later for `other`, holds it 1,000.
+    let run = |hashed: bool, other: usize| {
+        let s = Sched::new(2, Costs::flat(0, 0, 0, 0));
+        if hashed {
+            s.hash_group_locks(span, 4);
+        }
+        let busy = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            for me in 0..2 {
+                let (s, busy) = (&s, &busy);
+                sc.spawn(move || {
+                    s.start(me);
+                    let h = VcpuHook {
+                        sched: Arc::clone(s),
+                        me,
+                    };
+                    h.sched.work(me, 100 * me as u64);
+                    let g = if me == 0 { 1 } else { other };
+                    if me == 1 && !h.try_lock(lock(g), "GroupState") {
+                        busy.store(true, std::sync::atomic::Ordering::Relaxed);
+                        h.lock(lock(g), "GroupState");
+                    } else if me == 0 {
+                        h.lock(lock(g), "GroupState");
+                    }
+                    h.sched.work(me, 1_000);
+                    h.unlock(lock(g), "GroupState");
+                    s.finish(me);
+                });
+            }
+        });
+        (s.clocks()[1], busy.into_inner())
+    };
+    assert_eq!(run(true, 5), (2_000, true), "1 and 5 share a hashed lock");
+    assert_eq!(run(true, 2), (1_100, false), "1 and 2 do not");
+    assert_eq!(run(false, 5), (1_100, false), "one lock per group");
+    assert_eq!(run(true, 1), (2_000, true), "the same group");
+}
+
 /// A warm-up's events do not count, and of a wait or a hold that crosses into the window
 /// only its part in the window does. Two CPUs take one lock for 1,000 ns each, CPU 1 asking
 /// 100 ns after CPU 0: it waits 900 ns and holds until 2,000. Counting from 0 the window
@@ -162,6 +212,38 @@ fn line_ns_prices_every_transfer_and_nothing_else() {
     for bad in ["line_ns=0", "line_ns=-5", "line_ns=fast", "line_ns=100001"] {
         let e = crate::workload::LabSettings::parse(&[bad.to_string()]).unwrap_err();
         assert!(e.to_string().contains("line_ns"), "{bad}: {e}");
+    }
+}
+
+/// `bg_locks` reaches the allocator's group locks: with every group on one hashed lock, six
+/// CPUs that each allocate in their own groups find the lock busy or wait for it far more
+/// often than with one lock per group. Bad values are errors naming the setting.
+#[test]
+fn bg_locks_shares_the_real_allocators_group_locks() {
+    use super::sched::LockKind;
+    let point = |extra: &[&str]| {
+        let mut settings = vec!["warmup_s=0.0001"];
+        settings.extend(extra);
+        let p = run_point(
+            &small(Policy::Linux618, &settings, Machine::Server, 300_000),
+            6,
+        )
+        .unwrap();
+        let pc = &p.per_call;
+        let get = |m: &std::collections::BTreeMap<LockKind, f64>| {
+            m.get(&LockKind::Group).copied().unwrap_or(0.0)
+        };
+        get(&pc.busy) + get(&pc.lock_waits)
+    };
+    let (own, one) = (point(&[]), point(&["bg_locks=1"]));
+    assert!(
+        one > 2.0 * own + 0.05,
+        "one hashed lock {one}, per group {own}"
+    );
+    assert_eq!(point(&["bg_locks=0"]), own);
+    for bad in ["bg_locks=3", "bg_locks=-1", "bg_locks=x", "bg_locks=131072"] {
+        let e = crate::workload::LabSettings::parse(&[bad.to_string()]).unwrap_err();
+        assert!(e.to_string().contains("bg_locks"), "{bad}: {e}");
     }
 }
 

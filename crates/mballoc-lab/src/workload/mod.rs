@@ -121,6 +121,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "line_ns",
         "virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead of the machine's measured figure (a what-if; default: the machine's)",
     ),
+    (
+        "bg_locks",
+        "virtual CPUs: group locks shared as the kernel's s_blockgroup_lock shares them, this many hashed spinlocks, group g on lock g mod N (128: NR_BG_LOCKS of a kernel built for 32 or more CPUs); 0: one lock per group (default)",
+    ),
 ];
 
 static CATALOG: &[WorkloadInfo] = &[

@@ -47,6 +47,10 @@ pub struct LabSettings {
     /// Virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead
     /// of the machine's own figure (`line_ns`): a what-if on an unmeasured interconnect.
     pub line_ns: Option<u64>,
+    /// Virtual CPUs: the group locks shared as the kernel's `s_blockgroup_lock` shares them,
+    /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built
+    /// for 32 CPUs or more); 0, the default, one lock per group as the library has.
+    pub bg_locks: u32,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -73,6 +77,7 @@ impl Default for LabSettings {
             page_size: None,
             incremental_csum: false,
             line_ns: None,
+            bg_locks: 0,
             tunables: Vec::new(),
         }
     }
@@ -179,6 +184,17 @@ impl LabSettings {
                         return Err(LabError::bad(name, v, "ns between 1 and 100000"));
                     }
                     s.line_ns = Some(ns);
+                }
+                "bg_locks" => {
+                    let n = v.parse::<u64>().unwrap_or(u64::MAX);
+                    if n != 0 && !(n.is_power_of_two() && n <= 1 << 16) {
+                        return Err(LabError::bad(
+                            name,
+                            v,
+                            "0 (one lock per group) or a power of two up to 65536",
+                        ));
+                    }
+                    s.bg_locks = n as u32;
                 }
                 "bitmap_csum" => {
                     s.incremental_csum = match v {

@@ -296,6 +296,44 @@ impl Builder {
     }
 }
 
+/// Where the group locks lie, for a simulator: see [`Allocator::group_lock_span`].
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLockSpan {
+    /// The address group 0's lock reports to a [`crate::vcpu::Hook`].
+    pub first: usize,
+    /// The distance between two consecutive groups' lock addresses.
+    pub stride: usize,
+    /// How many groups (and locks) there are.
+    pub groups: u32,
+}
+
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+impl GroupLockSpan {
+    /// The group whose lock reports `addr`, if it is a group lock of this allocator.
+    pub fn group_of(&self, addr: usize) -> Option<u32> {
+        let off = addr.checked_sub(self.first)?;
+        let g = off / self.stride;
+        (off % self.stride == 0 && g < self.groups as usize).then_some(g as u32)
+    }
+}
+
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+impl Allocator {
+    /// The group locks' addresses as a hook sees them. The library keeps one lock per group;
+    /// the kernel hashes its groups onto `NR_BG_LOCKS` spinlocks (`bgl_lock_ptr`: group `g`
+    /// takes lock `g & (NR_BG_LOCKS - 1)`), so a simulator of the kernel maps each group lock
+    /// to its hashed one with this.
+    pub fn group_lock_span(&self) -> GroupLockSpan {
+        let addr = |g: usize| &self.groups[g].lock as *const _ as usize;
+        GroupLockSpan {
+            first: addr(0),
+            stride: std::mem::size_of::<Group>(),
+            groups: self.groups.len() as u32,
+        }
+    }
+}
+
 impl Allocator {
     /// Starts building an allocator for `geo`.
     pub fn builder(geo: Geometry) -> Builder {

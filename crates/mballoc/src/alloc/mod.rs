@@ -18,4 +18,6 @@ pub(crate) mod scan;
 
 #[cfg(feature = "testing")]
 pub use allocator::GroupLockHold;
+#[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+pub use allocator::GroupLockSpan;
 pub use allocator::{Allocator, Builder, SharedAllocator};
