@@ -26,9 +26,15 @@ fn synthetic_from(
 ) -> (Vec<u64>, super::sched::SchedStats) {
     let s = Sched::new(n, costs);
     s.count_from(from);
+    on_all(&s, body);
+    (s.clocks(), s.stats())
+}
+
+/// Runs `body(me, hook)` on every CPU of `s`.
+fn on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook) + Sync) {
     std::thread::scope(|sc| {
-        for me in 0..n {
-            let (s, body) = (&s, &body);
+        for me in 0..s.clocks().len() {
+            let body = &body;
             sc.spawn(move || {
                 s.start(me);
                 let h = VcpuHook {
@@ -40,7 +46,6 @@ fn synthetic_from(
             });
         }
     });
-    (s.clocks(), s.stats())
 }
 
 #[test]
@@ -102,28 +107,17 @@ fn hashed_group_locks_make_groups_that_share_one_wait() {
             s.hash_group_locks(span, 4);
         }
         let busy = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|sc| {
-            for me in 0..2 {
-                let (s, busy) = (&s, &busy);
-                sc.spawn(move || {
-                    s.start(me);
-                    let h = VcpuHook {
-                        sched: Arc::clone(s),
-                        me,
-                    };
-                    h.sched.work(me, 100 * me as u64);
-                    let g = if me == 0 { 1 } else { other };
-                    if me == 1 && !h.try_lock(lock(g), "GroupState") {
-                        busy.store(true, std::sync::atomic::Ordering::Relaxed);
-                        h.lock(lock(g), "GroupState");
-                    } else if me == 0 {
-                        h.lock(lock(g), "GroupState");
-                    }
-                    h.sched.work(me, 1_000);
-                    h.unlock(lock(g), "GroupState");
-                    s.finish(me);
-                });
+        on_all(&s, |me, h| {
+            h.sched.work(me, 100 * me as u64);
+            let g = if me == 0 { 1 } else { other };
+            if me == 1 && !h.try_lock(lock(g), "GroupState") {
+                busy.store(true, std::sync::atomic::Ordering::Relaxed);
+                h.lock(lock(g), "GroupState");
+            } else if me == 0 {
+                h.lock(lock(g), "GroupState");
             }
+            h.sched.work(me, 1_000);
+            h.unlock(lock(g), "GroupState");
         });
         (s.clocks()[1], busy.into_inner())
     };
