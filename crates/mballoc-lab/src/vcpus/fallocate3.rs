@@ -645,7 +645,7 @@ struct Tasks {
     done: AtomicUsize,
     journal: Journal,
     /// When > 0, every task stops once this many commits have ended (the window of
-    /// [`Window::Cycles`]); else each runs its `want` operations.
+    /// [`Window::cycles`]); else each runs its `want` operations.
     until_commits: usize,
 }
 
@@ -778,7 +778,6 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     let device = alone.device().rebased(alone.clock(0));
     let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
     if cfg.bg_locks > 0 {
-        alone.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
         s.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
     }
     let before = a.stats();
