@@ -235,14 +235,8 @@ fn seed003(
     let mut curves = Vec::new();
     for fs in chosen {
         let like = Config {
-            commit_cycles,
             bg_locks,
-            slack_ns: if commit_cycles > 0 {
-                f3::CYCLE_SLACK_NS
-            } else {
-                f3::SLACK_NS
-            },
-            ..Config::new(fs, false)
+            ..Config::new(fs, false).with_commit_cycles(commit_cycles)
         };
         let c = f3::run_curve(fs, &ns, &like).map_err(other)?;
         if let Some(dir) = svg {

@@ -272,6 +272,18 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Counts `cycles` whole commit cycles ([`Config::commit_cycles`]; 0: a few operations
+    /// after the mount), with the slack that mode needs to stay affordable.
+    pub fn with_commit_cycles(self, cycles: u32) -> Config {
+        Config {
+            commit_cycles: cycles,
+            slack_ns: if cycles > 0 { CYCLE_SLACK_NS } else { SLACK_NS },
+            ..self
+        }
+    }
+}
+
 /// No task runs past this much virtual time (a guard against a run that never ends).
 const MAX_VIRTUAL_NS: u64 = 60_000_000_000;
 

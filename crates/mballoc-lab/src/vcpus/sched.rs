@@ -421,11 +421,7 @@ impl Sched {
         l.last = Some(me);
         // A hashed lock: its word moves with it, the group's own lines with the group.
         let moved_lines = if lock == data {
-            if moved {
-                lines
-            } else {
-                0
-            }
+            u64::from(moved) * lines
         } else {
             let data_moved = st.group_last.insert(data, me).is_some_and(|p| p != me);
             u64::from(moved) + u64::from(data_moved) * lines.saturating_sub(1)
