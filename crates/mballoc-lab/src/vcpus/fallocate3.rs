@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use super::cost::{Costs, Machine};
 use super::io::{Device, DeviceClass, IoStats};
-use super::sched::{Sched, VcpuHook, MAX_VCPUS};
+use super::sched::{Sched, MAX_VCPUS};
 use crate::bench::threads::{File, Pattern, Volume};
 use crate::bench::BenchError;
 use crate::fs::FIRST_FILE_INO;
@@ -684,12 +684,6 @@ fn cpu_loop(
     want: usize,
     shared: &Tasks,
 ) -> Result<Vec<u64>, BenchError> {
-    s.start(me);
-    let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
-        sched: Arc::clone(s),
-        me,
-    });
-    let installed = vcpu::install(hook);
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
@@ -703,8 +697,6 @@ fn cpu_loop(
     // The task's file goes and is committed: after the lone task's mount-time operations
     // the N tasks start on a file system without pending frees, as on a long-used one.
     f.truncate(a)?;
-    drop(installed);
-    s.finish(me);
     Ok(ends)
 }
 
@@ -735,16 +727,13 @@ fn run_tasks(
         journal: Journal::new(commit_interval_ns),
         until_commits,
     };
-    let outs: Vec<Result<Vec<u64>, BenchError>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..n)
-            .map(|me| {
-                let shared = &shared;
-                sc.spawn(move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, shared))
-            })
-            .collect();
-        hs.into_iter().map(super::joined).collect()
-    });
-    let ends = outs.into_iter().collect::<Result<_, _>>()?;
+    let bodies = (0..n)
+        .map(|me| {
+            let shared = &shared;
+            move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, shared)
+        })
+        .collect();
+    let ends = super::on_cpus(s, bodies)?;
     let commits = shared.journal.log().clone();
     Ok(Ran {
         ends,

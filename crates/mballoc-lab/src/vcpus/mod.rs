@@ -1,9 +1,10 @@
 //! Many cores on a small machine: the real allocator on N virtual CPUs in virtual time.
 //!
-//! N OS threads each run will-it-scale's fallocate2 loop (the requests of `bench threads`'
+//! N virtual CPUs each run will-it-scale's fallocate2 loop (the requests of `bench threads`'
 //! `fallocate2` pattern) through one shared [`Allocator`]; the library's `vcpu-hooks` seam
 //! reports every lock, try-lock, unlock and shared atomic to a [`sched::Sched`] that lets one
-//! thread run at a time, the one with the earliest virtual clock. Work between two points
+//! CPU run at a time, the one with the earliest virtual clock. Each CPU is a coroutine on the
+//! calling thread ([`coro`]). Work between two points
 //! costs what [`cost`] says (measured on this machine, scaled to the kernel's measured
 //! allocator time); waits, hand-offs and cache-line transfers cost what the interaction costs.
 //! The rest of a `fallocate` call (system call, extent tree, journal handle) is a fixed cost
@@ -16,6 +17,7 @@
 //! Everything a run reports is deterministic — the same configuration gives the same bytes —
 //! except `real_s`, the host time it took.
 
+mod coro;
 pub mod cost;
 pub mod fallocate3;
 pub mod io;
@@ -39,7 +41,7 @@ use crate::bench::BenchError;
 use crate::fs::FIRST_FILE_INO;
 use cost::{Costs, Machine, Seg};
 pub use placement::Placement;
-use sched::{Deadlock, LockKind, Sched, VcpuHook, MAX_VCPUS};
+use sched::{Deadlock, LockKind, Sched, MAX_VCPUS};
 
 /// `j_state_lock`'s line and the running transaction's counters' line: addresses no
 /// allocation can have (the first page is never mapped).
@@ -184,12 +186,6 @@ fn cpu_loop(
     last_group: &Mutex<Vec<Option<u32>>>,
     mut f: File,
 ) -> Result<CpuOut, BenchError> {
-    s.start(me);
-    let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
-        sched: Arc::clone(s),
-        me,
-    });
-    let installed = vcpu::install(hook);
     let (mut calls, mut all_calls, mut collisions, mut goal_hits) = (0, 0, 0, 0);
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
@@ -229,9 +225,7 @@ fn cpu_loop(
             f.truncate_uncommitted(a)?;
         }
     }
-    drop(installed);
     let to_ns = s.clock(me);
-    s.finish(me);
     Ok(CpuOut {
         calls,
         all_calls,
@@ -286,17 +280,16 @@ fn staggered_files(
     Ok(files)
 }
 
-/// A virtual CPU's thread's result; its panic becomes an error (a virtual deadlock named so).
-pub(crate) fn joined<T>(
-    h: std::thread::ScopedJoinHandle<'_, Result<T, BenchError>>,
-) -> Result<T, BenchError> {
-    h.join().unwrap_or_else(|p| {
-        Err(BenchError::Peer(if p.is::<Deadlock>() {
-            "virtual CPUs deadlocked".into()
-        } else {
-            "a virtual CPU's thread panicked".into()
-        }))
-    })
+/// Runs `bodies` on the virtual CPUs of `s` ([`coro::run_cpus`]); a virtual deadlock is an
+/// error, as is any CPU's.
+pub(crate) fn on_cpus<T, F>(s: &Arc<Sched>, bodies: Vec<F>) -> Result<Vec<T>, BenchError>
+where
+    F: FnOnce() -> Result<T, BenchError>,
+{
+    coro::run_cpus(s, bodies)
+        .map_err(|Deadlock| BenchError::Peer("virtual CPUs deadlocked".into()))?
+        .into_iter()
+        .collect()
 }
 
 /// The lab settings among `cfg`'s (the rest are the allocator's tunables).
@@ -357,22 +350,19 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let last_group = Mutex::new(vec![None; n as usize]);
     let files = staggered_files(&a, &vol, cfg, n)?;
     let groups_before = a.stats().groups_scanned;
-    let outs: Vec<Result<CpuOut, BenchError>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..n as usize)
-            .zip(files)
-            .map(|(me, f)| {
-                let (s, a, vol, lg) = (&s, &a, &vol, &last_group);
-                sc.spawn(move || cpu_loop(me, s, a, vol, cfg, lg, f))
-            })
-            .collect();
-        hs.into_iter().map(joined).collect()
-    });
+    let bodies = (0..n as usize)
+        .zip(files)
+        .map(|(me, f)| {
+            let (s, a, vol, lg) = (&s, &a, &vol, &last_group);
+            move || cpu_loop(me, s, a, vol, cfg, lg, f)
+        })
+        .collect();
+    let outs = on_cpus(&s, bodies)?;
     let (mut calls, mut all_calls, mut busy_ns) = (0, 0, 0);
     let mut collisions = 0;
     let mut goal_hits = 0;
     let mut files = Vec::with_capacity(outs.len());
     for o in outs {
-        let o = o?;
         calls += o.calls;
         all_calls += o.all_calls;
         busy_ns += o.to_ns - o.from_ns;

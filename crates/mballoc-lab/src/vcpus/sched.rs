@@ -1,5 +1,5 @@
-//! The virtual-CPU scheduler: N OS threads, exactly one running at a time, each with a virtual
-//! clock. At every synchronisation point of the allocator ([`mballoc::vcpu::Hook`]) the
+//! The virtual-CPU scheduler: N virtual CPUs (coroutines on one thread, `super::coro`),
+//! exactly one running at a time, each with a virtual clock. At every synchronisation point of the allocator ([`mballoc::vcpu::Hook`]) the
 //! running CPU is charged the work since its last point, then the runnable CPU with the
 //! earliest clock (ties: the lowest id) goes next, so that every interaction — a lock taken, a
 //! try-lock refused, a cache line moved — happens in virtual-time order. Nothing depends on
@@ -13,7 +13,7 @@
 //!   contended read-modify-write a queue.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mballoc::vcpu::{Access, Hook};
 use serde::Serialize;
@@ -160,8 +160,6 @@ struct State {
     warm: SchedStats,
     /// The disk bitmap reads wait on (`super::io`).
     device: Device,
-    /// Set when no CPU can run while some wait: every thread then gives up.
-    deadlock: bool,
     /// The kernel's hashed group locks ([`Sched::hash_group_locks`]), if modelled.
     bgl: Option<Bgl>,
     /// With `bgl`: the CPU that last held each group's own data (by its lock's address).
@@ -203,10 +201,9 @@ impl State {
     }
 }
 
-/// The shared scheduler; each OS thread reaches it through its [`VcpuHook`].
+/// The shared scheduler; each virtual CPU reaches it through its [`VcpuHook`].
 pub struct Sched {
     st: Mutex<State>,
-    turn: Vec<Condvar>,
     costs: Costs,
     /// How far (ns) the running CPU may run past the earliest other runnable one before it
     /// hands over (0: never, exact order). See [`Sched::with_device`].
@@ -242,11 +239,9 @@ impl Sched {
                 count_from: 0,
                 warm: SchedStats::default(),
                 device,
-                deadlock: false,
                 bgl: None,
                 group_last: HashMap::new(),
             }),
-            turn: (0..n).map(|_| Condvar::new()).collect(),
             costs,
             slack_ns,
         })
@@ -276,14 +271,24 @@ impl Sched {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Blocks the calling thread until CPU `me` is the running one.
+    /// The number of virtual CPUs.
+    pub fn cpus(&self) -> usize {
+        self.state().clock.len()
+    }
+
+    /// The CPU whose turn it is, or `None` once every CPU is done.
+    pub(super) fn turn(&self) -> Option<usize> {
+        let st = self.state();
+        let done = st.status.iter().all(|&s| s == Status::Done);
+        (!done).then_some(st.running)
+    }
+
+    /// Suspends CPU `me` until it is the running one.
     fn wait_turn<'a>(&'a self, me: usize, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        while st.running != me && !st.deadlock {
-            st = self.turn[me].wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-        if st.deadlock {
+        while st.running != me {
             drop(st);
-            std::panic::panic_any(Deadlock);
+            super::coro::suspend();
+            st = self.state();
         }
         st
     }
@@ -305,7 +310,6 @@ impl Sched {
             Some(n) => {
                 st.running = n;
                 st.stats_of(me).switches += 1;
-                self.turn[n].notify_one();
                 if st.status[me] == Status::Done {
                     return st;
                 }
@@ -313,10 +317,6 @@ impl Sched {
             }
             None if st.status.iter().all(|&s| s == Status::Done) => st,
             None => {
-                st.deadlock = true;
-                for t in &self.turn {
-                    t.notify_all();
-                }
                 drop(st);
                 std::panic::panic_any(Deadlock);
             }
@@ -330,12 +330,6 @@ impl Sched {
         st.clock[me] += seg.map_or(0, |s| self.costs.segment(s));
         st.stats_of(me).points += 1;
         self.reschedule(me, st)
-    }
-
-    /// CPU `me`'s thread starts: wait for its first turn.
-    pub fn start(&self, me: usize) {
-        let st = self.state();
-        drop(self.wait_turn(me, st));
     }
 
     /// CPU `me` is done: it never runs again.
@@ -567,7 +561,7 @@ impl Sched {
     }
 }
 
-/// The hook one CPU's thread installs.
+/// The hook of one virtual CPU (installed while it runs, `super::coro`).
 pub struct VcpuHook {
     pub sched: Arc<Sched>,
     pub me: usize,
@@ -615,5 +609,8 @@ impl Hook for VcpuHook {
     }
     fn io_wait(&self, dev: usize, block: u64, ns: u64) {
         self.sched.io(self.me, (dev, block), ns, true);
+    }
+    fn cpu(&self) -> Option<usize> {
+        Some(self.me)
     }
 }

@@ -31,21 +31,21 @@ fn synthetic_from(
 }
 
 /// Runs `body(me, hook)` on every CPU of `s`.
-fn on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook) + Sync) {
-    std::thread::scope(|sc| {
-        for me in 0..s.clocks().len() {
+fn on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook)) {
+    let bodies = (0..s.cpus())
+        .map(|me| {
             let body = &body;
-            sc.spawn(move || {
-                s.start(me);
+            move || {
                 let h = VcpuHook {
                     sched: Arc::clone(s),
                     me,
                 };
                 body(me, &h);
-                s.finish(me);
-            });
-        }
-    });
+                Ok(())
+            }
+        })
+        .collect();
+    on_cpus(s, bodies).unwrap();
 }
 
 #[test]
@@ -587,24 +587,12 @@ fn every_marking_checksums_the_bitmap_under_the_group_lock() {
 fn markings_in_one_flex_group_share_its_counter_line() {
     let queued = |groups: [u32; 2]| {
         let s = Sched::new(2, Costs::flat(0, 100, 0, 0));
-        let threads: Vec<_> = (0..2)
-            .map(|me| {
-                let s = Arc::clone(&s);
-                std::thread::spawn(move || {
-                    s.start(me);
-                    let h = VcpuHook {
-                        sched: Arc::clone(&s),
-                        me,
-                    };
-                    for _ in 0..10 {
-                        h.marked(groups[me], 16);
-                        s.work(me, 10);
-                    }
-                    s.finish(me);
-                })
-            })
-            .collect();
-        threads.into_iter().for_each(|t| t.join().unwrap());
+        on_all(&s, |me, h| {
+            for _ in 0..10 {
+                h.marked(groups[me], 16);
+                s.work(me, 10);
+            }
+        });
         s.stats().marking_line_wait_ns
     };
     assert!(queued([1, 2]) > 0, "one flex group: its counter is a queue");
@@ -657,4 +645,67 @@ fn the_seeds_servers_run_one_call_at_their_published_one_container_speed() {
     }
     assert_eq!(Machine::of_row("Kunpeng 920"), Machine::Kunpeng920);
     assert_eq!(Machine::of_row("AMD 9654 x2"), Machine::Epyc9654x2);
+}
+
+/// Two CPUs that take two locks in opposite orders: the scheduler finds no CPU to run and
+/// the run ends with an error naming the deadlock, instead of hanging.
+#[test]
+fn a_virtual_deadlock_is_an_error_not_a_hang() {
+    let s = Sched::new(2, Costs::flat(0, 0, 0, 0));
+    let what = "mballoc::group::info::GroupState";
+    let bodies = (0..2)
+        .map(|me| {
+            let s = &s;
+            move || {
+                let h = VcpuHook {
+                    sched: Arc::clone(s),
+                    me,
+                };
+                let (first, second) = if me == 0 { (1, 2) } else { (2, 1) };
+                h.lock(first, what);
+                s.work(me, 10);
+                h.lock(second, what);
+                Ok(())
+            }
+        })
+        .collect();
+    let e = on_cpus(&s, bodies).unwrap_err();
+    assert!(e.to_string().contains("deadlocked"), "{e}");
+}
+
+/// A CPU that panics while another is suspended: the panic reaches the caller, and the
+/// suspended CPU's stack is unwound first (what it holds is dropped), with no hook left
+/// installed on the thread.
+#[test]
+fn a_cpus_panic_reaches_the_caller_after_every_stack_is_unwound() {
+    struct Flag<'a>(&'a std::cell::Cell<bool>);
+    impl Drop for Flag<'_> {
+        fn drop(&mut self) {
+            self.0.set(true);
+        }
+    }
+    let dropped = std::cell::Cell::new(false);
+    let s = Sched::new(2, Costs::flat(0, 0, 0, 0));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let bodies = (0..2)
+            .map(|me| {
+                let (s, dropped) = (&s, &dropped);
+                move || -> Result<(), BenchError> {
+                    let _held = Flag(dropped);
+                    s.work(me, 10 + me as u64);
+                    assert!(me == 0, "CPU {me} fails");
+                    s.work(me, 100);
+                    Ok(())
+                }
+            })
+            .collect();
+        on_cpus(&s, bodies)
+    }));
+    let p = r.unwrap_err();
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some("CPU 1 fails")
+    );
+    assert!(dropped.get(), "CPU 0's stack was unwound");
+    assert_eq!(vcpu::cpu(), None, "no hook left installed");
 }

@@ -1,11 +1,9 @@
 //! Seed 003's pieces: device reads in virtual time, one read per bitmap, the switch's
 //! effect, determinism (each test well under a second of host time).
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mballoc::vcpu::{self, Hook};
 use mballoc::{Allocator, MemSource, Policy, Request};
 
 use super::cost::Costs;
@@ -13,28 +11,21 @@ use super::fallocate3::{
     filesystem, published, run_point, time_operations, Config, Row, FILE_BLOCKS,
 };
 use super::io::Device;
-use super::sched::{Sched, VcpuHook};
+use super::sched::Sched;
 use crate::bench::threads::Volume;
 
-/// Runs `body(me)` on each of `n` virtual CPUs of `s`, each thread with its hook installed.
-fn on_vcpus(s: &Arc<Sched>, body: impl Fn(usize) + Sync) {
-    let n = s.clocks().len();
-    std::thread::scope(|sc| {
-        for me in 0..n {
+/// Runs `body(me)` on each virtual CPU of `s`, its hook installed.
+fn on_vcpus(s: &Arc<Sched>, body: impl Fn(usize)) {
+    let bodies = (0..s.cpus())
+        .map(|me| {
             let body = &body;
-            sc.spawn(move || {
-                s.start(me);
-                let hook: Rc<dyn Hook> = Rc::new(VcpuHook {
-                    sched: Arc::clone(s),
-                    me,
-                });
-                let installed = vcpu::install(hook);
+            move || {
                 body(me);
-                drop(installed);
-                s.finish(me);
-            });
-        }
-    });
+                Ok(())
+            }
+        })
+        .collect();
+    super::on_cpus(s, bodies).unwrap();
 }
 
 /// A cold 1 GiB filesystem (8 groups) whose bitmap reads each take `read`.

@@ -18,6 +18,15 @@ const SHARDS: usize = 32;
 #[cfg(loom)]
 const SHARDS: usize = 2;
 
+/// Shards of the virtual CPUs a simulator runs ([`crate::sync::vcpu`]), after the threads'
+/// owned shards and the overflow shard: one per virtual CPU, whichever OS thread runs it
+/// (a simulator runs them all on one), so that no two share a line, as no two kernel CPUs
+/// share a per-CPU variable.
+#[cfg(all(not(loom), not(shuttle), feature = "vcpu-hooks"))]
+const VCPU_SHARDS: usize = 128;
+#[cfg(not(all(not(loom), not(shuttle), feature = "vcpu-hooks")))]
+const VCPU_SHARDS: usize = 0;
+
 /// A value alone on its cache lines (128 bytes: adjacent-line prefetch pairs lines), for
 /// per-thread shards and for neighbouring locks that different threads take.
 #[repr(align(128))]
@@ -67,7 +76,9 @@ pub struct PerCpu<T> {
 impl<T: Default> Default for PerCpu<T> {
     fn default() -> Self {
         PerCpu {
-            shards: (0..=SHARDS).map(|_| Padded(T::default())).collect(),
+            shards: (0..=SHARDS + VCPU_SHARDS)
+                .map(|_| Padded(T::default()))
+                .collect(),
         }
     }
 }
@@ -168,7 +179,7 @@ impl PerCpuCounter {
 
     /// How far [`PerCpuCounter::read`] can be from the sum.
     pub fn max_error() -> i64 {
-        Self::BATCH * (SHARDS as i64 + 1)
+        Self::BATCH * (SHARDS + 1 + VCPU_SHARDS) as i64
     }
 }
 
@@ -222,6 +233,15 @@ pub fn local_add(c: &std::sync::atomic::AtomicU64, n: u64) {
 #[cfg(not(loom))]
 #[inline]
 fn this_shard() -> (usize, bool) {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    if let Some(cpu) = crate::sync::vcpu::cpu() {
+        // Owned: only that virtual CPU writes it, and a simulator runs one at a time.
+        assert!(
+            cpu < VCPU_SHARDS,
+            "virtual CPU {cpu} of at most {VCPU_SHARDS}"
+        );
+        return (SHARDS + 1 + cpu, true);
+    }
     let i = SHARD.get();
     if i < SHARDS as u32 {
         return (i as usize, true);

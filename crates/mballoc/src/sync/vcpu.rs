@@ -3,9 +3,10 @@
 //! wait, a load, store or read-modify-write of a shared atomic — calls the [`Hook`] installed
 //! on the calling thread, if any.
 //!
-//! A simulator (the lab's `--vcpus` mode) installs one hook per OS thread and lets exactly one
-//! thread run at a time: at each hook it charges the work done since the last one to that
-//! thread's virtual clock and decides which virtual CPU goes next. The allocator itself is
+//! A simulator (the lab's `--vcpus` mode) runs one virtual CPU at a time, each with its hook
+//! installed on the thread while it runs (the lab runs them all as coroutines on one thread):
+//! at each hook it charges the work done since the last one to that CPU's virtual clock and
+//! decides which virtual CPU goes next. The allocator itself is
 //! unchanged: the same code runs, only the synchronisation facade ([`crate::sync`]) reports
 //! what it is about to do.
 //!
@@ -27,8 +28,9 @@ pub enum Access {
     Write,
 }
 
-/// The simulator's side of the seam. Every method runs on the thread that does the act;
-/// it may block that thread until the simulator lets its virtual CPU go on.
+/// The simulator's side of the seam. Every method runs on the thread that does the act, for
+/// the virtual CPU whose hook is installed; it may suspend that CPU until the simulator lets
+/// it go on.
 pub trait Hook {
     /// Before taking `lock` (a mutex guarding a `what`): return once the simulator has
     /// granted it to this CPU. The real lock is taken right after, and must be free.
@@ -79,6 +81,12 @@ pub trait Hook {
     fn io_wait(&self, dev: usize, block: u64, ns: u64) {
         let _ = (dev, block, ns);
     }
+    /// The virtual CPU this hook runs, if it stands for one: its per-CPU counters then live
+    /// in a shard of their own ([`cpu`]), as each kernel CPU's do, whatever OS thread runs
+    /// it (a simulator may run every virtual CPU on one thread). Default: none.
+    fn cpu(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Where [`Hook::folio_ref`] reports page `pnum`'s reference count: an address above every
@@ -113,6 +121,8 @@ pub fn bh_line(group: u32) -> usize {
 
 thread_local! {
     static HOOK: Cell<Option<Rc<dyn Hook>>> = const { Cell::new(None) };
+    /// The installed hook's [`Hook::cpu`], read on every per-CPU counter update.
+    static CPU: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 /// Whether a hook was ever installed in this process: until then a synchronisation point
@@ -122,6 +132,7 @@ static EVER: AtomicBool = AtomicBool::new(false);
 /// Installs `hook` on the calling thread until the returned guard is dropped.
 pub fn install(hook: Rc<dyn Hook>) -> Installed {
     EVER.store(true, Ordering::Relaxed);
+    CPU.with(|c| c.set(hook.cpu()));
     HOOK.with(|h| h.set(Some(hook)));
     Installed(std::marker::PhantomData)
 }
@@ -132,7 +143,17 @@ pub struct Installed(std::marker::PhantomData<*const ()>);
 impl Drop for Installed {
     fn drop(&mut self) {
         HOOK.with(|h| h.set(None));
+        CPU.with(|c| c.set(None));
     }
+}
+
+/// The virtual CPU the calling thread runs now ([`Hook::cpu`] of its hook), if any.
+#[inline]
+pub fn cpu() -> Option<usize> {
+    if !EVER.load(Ordering::Relaxed) {
+        return None;
+    }
+    CPU.with(Cell::get)
 }
 
 /// Runs `f` with the calling thread's hook (if any) taken off, so that nothing `f` does is
