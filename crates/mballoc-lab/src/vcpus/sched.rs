@@ -12,10 +12,11 @@
 //!   transfer, serialised behind the line's previous writer (`free_at`), which is what makes a
 //!   contended read-modify-write a queue.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mballoc::vcpu::{Access, Hook};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 
 use super::cost::{Costs, Seg};
@@ -140,7 +141,8 @@ struct LockState {
     waiters: VecDeque<(usize, u64, usize)>,
 }
 
-#[derive(Default)]
+/// One cache line's state: which CPUs hold a copy, and until when its last write keeps it.
+#[derive(Default, Clone, Copy)]
 struct Line {
     sharers: u128,
     free_at: u64,
@@ -148,9 +150,14 @@ struct Line {
 
 struct State {
     running: usize,
+    /// The earliest runnable CPU other than the running one (clock, id; `None` inside: no
+    /// other), as found at the last full look and valid while no other CPU's clock or
+    /// status has changed since; `None`: look again.
+    others: Option<Option<(u64, usize)>>,
     clock: Vec<u64>,
     status: Vec<Status>,
     locks: HashMap<usize, LockState>,
+    /// Every line the simulation has seen, by its atomic's address.
     lines: HashMap<usize, Line>,
     cvs: HashMap<usize, Vec<usize>>,
     stats: SchedStats,
@@ -230,17 +237,18 @@ impl Sched {
         Arc::new(Sched {
             st: Mutex::new(State {
                 running: 0,
+                others: None,
                 clock: vec![0; n],
                 status: vec![Status::Runnable; n],
-                locks: HashMap::new(),
-                lines: HashMap::new(),
-                cvs: HashMap::new(),
+                locks: HashMap::default(),
+                lines: HashMap::default(),
+                cvs: HashMap::default(),
                 stats: SchedStats::default(),
                 count_from: 0,
                 warm: SchedStats::default(),
                 device,
                 bgl: None,
-                group_last: HashMap::new(),
+                group_last: HashMap::default(),
             }),
             costs,
             slack_ns,
@@ -296,6 +304,28 @@ impl Sched {
     /// Hands the turn to the runnable CPU with the earliest clock if that is not `me` (or
     /// `me` cannot run), and waits for `me`'s next turn.
     fn reschedule<'a>(&'a self, me: usize, mut st: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        // The common case, decided without looking at every CPU: `me` runs on while it is
+        // the earliest, or within the slack of the earliest other.
+        if st.status[me] == Status::Runnable {
+            let others = match st.others {
+                Some(o) => o,
+                None => {
+                    let o = (0..st.clock.len())
+                        .filter(|&c| c != me && st.status[c] == Status::Runnable)
+                        .map(|c| (st.clock[c], c))
+                        .min();
+                    st.others = Some(o);
+                    o
+                }
+            };
+            let goes_on = others.is_none_or(|o| {
+                (st.clock[me], me) < o || st.clock[me] < o.0.saturating_add(self.slack_ns)
+            });
+            if goes_on {
+                return st;
+            }
+        }
+        st.others = None;
         let next = (0..st.clock.len())
             .filter(|&c| st.status[c] == Status::Runnable)
             .min_by_key(|&c| (st.clock[c], c));
@@ -496,6 +526,7 @@ impl Sched {
         st.stats_of(me).locks.entry(kind).or_default().hold_ns += held;
         let l = st.locks.get_mut(&lock).expect("just seen");
         if let Some((w, since, wants)) = l.waiters.pop_front() {
+            st.others = None;
             st.clock[w] = st.clock[w].max(now) + handoff;
             st.status[w] = Status::Runnable;
             let waited = st.clock[w] - since.max(st.count_from.min(st.clock[w]));
@@ -523,6 +554,7 @@ impl Sched {
     fn notify_all(&self, me: usize, cv: usize) {
         let mut st = self.point(me, Some(Seg::Atomic));
         let now = st.clock[me];
+        st.others = None;
         for w in st.cvs.remove(&cv).unwrap_or_default() {
             st.clock[w] = st.clock[w].max(now);
             st.status[w] = Status::Runnable;
