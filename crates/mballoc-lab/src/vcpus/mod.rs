@@ -4,9 +4,9 @@
 //! `fallocate2` pattern) through one shared [`Allocator`]; the library's `vcpu-hooks` seam
 //! reports every lock, try-lock, unlock and shared atomic to a [`sched::Sched`] that lets one
 //! CPU run at a time, the one with the earliest virtual clock. Each CPU is a coroutine on the
-//! calling thread ([`coro`]). Work between two points
-//! costs what [`cost`] says (measured on this machine, scaled to the kernel's measured
-//! allocator time); waits, hand-offs and cache-line transfers cost what the interaction costs.
+//! calling thread ([`coro`]). Work between two points costs what [`cost`] says (measured on
+//! this machine, scaled to the kernel's measured allocator time); waits, hand-offs and
+//! cache-line transfers cost what the interaction costs.
 //! The rest of a `fallocate` call (system call, extent tree, journal handle) is a fixed cost
 //! per call, plus the journal's shared lines every handle writes: `start_this_handle` takes
 //! `j_state_lock` for reading and bumps the running transaction's `t_updates` and
@@ -162,7 +162,7 @@ pub struct VcpuPoint {
     pub real_s: f64,
 }
 
-/// What one CPU's thread did.
+/// What one virtual CPU did.
 struct CpuOut {
     /// Calls that ended in the window, and all calls.
     calls: u64,

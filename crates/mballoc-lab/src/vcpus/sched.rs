@@ -1,9 +1,10 @@
 //! The virtual-CPU scheduler: N virtual CPUs (coroutines on one thread, `super::coro`),
-//! exactly one running at a time, each with a virtual clock. At every synchronisation point of the allocator ([`mballoc::vcpu::Hook`]) the
-//! running CPU is charged the work since its last point, then the runnable CPU with the
-//! earliest clock (ties: the lowest id) goes next, so that every interaction — a lock taken, a
-//! try-lock refused, a cache line moved — happens in virtual-time order. Nothing depends on
-//! the host's timing: the same inputs give the same schedule.
+//! exactly one running at a time, each with a virtual clock. At every synchronisation point
+//! of the allocator ([`mballoc::vcpu::Hook`]) the running CPU is charged the work since its
+//! last point, then the runnable CPU with the earliest clock (ties: the lowest id) goes next,
+//! so that every interaction — a lock taken, a try-lock refused, a cache line moved — happens
+//! in virtual-time order. Nothing depends on the host's timing: the same inputs give the same
+//! schedule.
 //!
 //! What an interaction costs ([`Costs`]):
 //! * a lock another CPU holds: wait until its release (FIFO, as a queued spinlock), then the
@@ -142,7 +143,7 @@ struct LockState {
 }
 
 /// One cache line's state: which CPUs hold a copy, and until when its last write keeps it.
-#[derive(Default, Clone, Copy)]
+#[derive(Default)]
 struct Line {
     sharers: u128,
     free_at: u64,
@@ -229,7 +230,7 @@ impl Sched {
 
     /// `n` CPUs whose bitmap reads queue on `device` (`super::io`). With
     /// `slack_ns` > 0 the running CPU goes on while its clock is less than `slack_ns` past
-    /// the earliest other runnable CPU's: far fewer thread switches on long walks, at the
+    /// the earliest other runnable CPU's: far fewer switches on long walks, at the
     /// price of interactions ordered only to within `slack_ns` (a lock may go to a CPU up
     /// to `slack_ns` later in virtual time than to one that asks after it).
     pub fn with_device(n: usize, costs: Costs, device: Device, slack_ns: u64) -> Arc<Sched> {
