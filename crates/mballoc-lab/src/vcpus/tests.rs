@@ -32,6 +32,11 @@ fn synthetic_from(
 
 /// Runs `body(me, hook)` on every CPU of `s`.
 fn on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook)) {
+    try_on_all(s, body).unwrap();
+}
+
+/// [`on_all`], with the run's error (a virtual deadlock) returned.
+fn try_on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook)) -> Result<(), BenchError> {
     let bodies = (0..s.cpus())
         .map(|me| {
             let body = &body;
@@ -45,7 +50,7 @@ fn on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook)) {
             }
         })
         .collect();
-    on_cpus(s, bodies).unwrap();
+    on_cpus(s, bodies).map(|_| ())
 }
 
 #[test]
@@ -653,23 +658,13 @@ fn the_seeds_servers_run_one_call_at_their_published_one_container_speed() {
 fn a_virtual_deadlock_is_an_error_not_a_hang() {
     let s = Sched::new(2, Costs::flat(0, 0, 0, 0));
     let what = "mballoc::group::info::GroupState";
-    let bodies = (0..2)
-        .map(|me| {
-            let s = &s;
-            move || {
-                let h = VcpuHook {
-                    sched: Arc::clone(s),
-                    me,
-                };
-                let (first, second) = if me == 0 { (1, 2) } else { (2, 1) };
-                h.lock(first, what);
-                s.work(me, 10);
-                h.lock(second, what);
-                Ok(())
-            }
-        })
-        .collect();
-    let e = on_cpus(&s, bodies).unwrap_err();
+    let e = try_on_all(&s, |me, h| {
+        let (first, second) = if me == 0 { (1, 2) } else { (2, 1) };
+        h.lock(first, what);
+        s.work(me, 10);
+        h.lock(second, what);
+    })
+    .unwrap_err();
     assert!(e.to_string().contains("deadlocked"), "{e}");
 }
 
