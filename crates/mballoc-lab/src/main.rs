@@ -110,6 +110,11 @@ struct BenchArgs {
     /// warm-up (will-it-scale's steady state) instead of a few operations after the mount.
     #[arg(long, value_name = "N", requires = "seed003")]
     commit_cycles: Option<u32>,
+    /// With --seed003: start with every block bitmap in memory, as ext4's mount-time
+    /// background prefetch leaves them once done (`no_prefetch_block_bitmaps` not given),
+    /// instead of a cold mount that reads each when first needed.
+    #[arg(long, requires = "seed003")]
+    cached_bitmaps: bool,
     /// With --calibrate: also time the library's fallocate3 operation on this ext4 image's
     /// layout (the one `scripts/kernel_fallocate3.py` measured the kernel on).
     #[arg(long, value_name = "IMAGE")]
@@ -130,6 +135,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             seed003: a.seed003,
             seed003_image: a.seed003_image,
             commit_cycles: a.commit_cycles.unwrap_or(0),
+            cached_bitmaps: a.cached_bitmaps,
             svg: a.svg,
             json: a.json,
         });

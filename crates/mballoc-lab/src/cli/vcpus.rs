@@ -31,6 +31,8 @@ pub struct VcpuArgs {
     pub seed003_image: Option<std::path::PathBuf>,
     /// With `seed003`: commit cycles a point counts (0: a few operations after the mount).
     pub commit_cycles: u32,
+    /// With `seed003`: every bitmap in memory from the start.
+    pub cached_bitmaps: bool,
     pub svg: Option<std::path::PathBuf>,
     pub json: bool,
 }
@@ -78,7 +80,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return seed003(
             &a.seed003,
             &a.vcpus,
-            (a.commit_cycles, lab.bg_locks),
+            (a.commit_cycles, lab.bg_locks, a.cached_bitmaps),
             a.svg.as_deref(),
             a.json,
         );
@@ -104,7 +106,13 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
         super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
-        return seed003(&["all".into()], &a.vcpus, (0, 0), a.svg.as_deref(), false);
+        return seed003(
+            &["all".into()],
+            &a.vcpus,
+            (0, 0, false),
+            a.svg.as_deref(),
+            false,
+        );
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]
@@ -223,7 +231,7 @@ fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
 fn seed003(
     ids: &[String],
     vcpus: &[u32],
-    (commit_cycles, bg_locks): (u32, u32),
+    (commit_cycles, bg_locks, cached_bitmaps): (u32, u32, bool),
     svg: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CliError> {
@@ -236,6 +244,7 @@ fn seed003(
     for fs in chosen {
         let like = Config {
             bg_locks,
+            cached_bitmaps,
             ..Config::new(fs, false).with_commit_cycles(commit_cycles)
         };
         let c = f3::run_curve(fs, &ns, &like).map_err(other)?;

@@ -242,6 +242,11 @@ pub struct Config {
     pub commit_interval_ns: u64,
     /// The kernel's hashed group locks (the lab's `bg_locks`; 0: one lock per group).
     pub bg_locks: u32,
+    /// Every block bitmap in memory before the first task runs, as ext4's mount-time
+    /// background prefetch leaves them once it has finished (the lazyinit request
+    /// `EXT4_LI_MODE_PREFETCH_BBITMAP`, made unless `no_prefetch_block_bitmaps`). Off: a cold
+    /// mount, each bitmap read from the device when first needed.
+    pub cached_bitmaps: bool,
     /// Bytes of the filesystem actually built (`fs.bytes`, unless a test shrinks it).
     pub bytes: u64,
     /// The scheduler's slack (`Sched::with_device`).
@@ -261,6 +266,7 @@ impl Config {
             commit_cycles: 0,
             commit_interval_ns: COMMIT_AGE_NS,
             bg_locks: 0,
+            cached_bitmaps: false,
             bytes: fs.bytes,
             slack_ns: SLACK_NS,
         }
@@ -345,7 +351,7 @@ fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator),
             cpus,
             &settings,
         )?)
-        .lazy(true)
+        .lazy(!cfg.cached_bitmaps)
         .prefetch_threads(0)
         .build()?;
     Ok((vol, a))
@@ -884,6 +890,8 @@ pub struct Curve {
     pub slack_ns: u64,
     /// [`Config::bg_locks`].
     pub bg_locks: u32,
+    /// [`Config::cached_bitmaps`].
+    pub cached_bitmaps: bool,
     pub base: Vec<Point>,
     pub patched: Vec<Point>,
     pub published: Vec<Published>,
@@ -963,6 +971,7 @@ pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchErr
         commit_cycles: like.commit_cycles,
         slack_ns: like.slack_ns,
         bg_locks: like.bg_locks,
+        cached_bitmaps: like.cached_bitmaps,
         base: side(false)?,
         patched: side(true)?,
         published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
@@ -1057,11 +1066,16 @@ pub fn render(curves: &[Curve]) -> String {
         };
         let _ = writeln!(
             t,
-            "counted: {counted}; scheduler slack {} µs; group locks: {}\n{}",
+            "counted: {counted}; scheduler slack {} µs; group locks: {}; bitmaps: {}\n{}",
             c.slack_ns / 1000,
             match c.bg_locks {
                 0 => "one per group".to_string(),
                 n => format!("{n} hashed"),
+            },
+            if c.cached_bitmaps {
+                "all in memory from the start (the mount's background prefetch done)"
+            } else {
+                "cold mount, each read when first needed"
             },
             free_space_note(c)
         );

@@ -141,6 +141,30 @@ fn the_switch_changes_the_prefetch_walk() {
     );
 }
 
+/// With every bitmap in memory from the start nothing is read from the device, at the mount
+/// or after (a cold mount reads), and the switch still changes the walk: the prefetch walk's
+/// read marks are written whether or not a read is needed.
+#[test]
+fn cached_bitmaps_read_nothing_and_keep_the_seeds_mechanism() {
+    let cached = |patched| Config {
+        cached_bitmaps: true,
+        ..small(patched)
+    };
+    let cold = run_point(&small(false), 2).unwrap();
+    assert!(cold.mount_io.reads > 0, "{:?}", cold.mount_io);
+    let base = run_point(&cached(false), 4).unwrap();
+    let patched = run_point(&cached(true), 4).unwrap();
+    for p in [&base, &patched] {
+        assert_eq!((p.mount_io.reads, p.io.reads, p.bitmap_loads), (0, 0, 0));
+    }
+    assert!(
+        base.line_transfers_per_op > patched.line_transfers_per_op * 1.2,
+        "base {} patched {}",
+        base.line_transfers_per_op,
+        patched.line_transfers_per_op
+    );
+}
+
 /// The plain timing counts the same points for the same operations every time (the count
 /// is the model's unit of work; only the ns are host-dependent).
 #[test]
