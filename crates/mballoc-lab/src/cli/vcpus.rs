@@ -76,14 +76,14 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         std::fs::create_dir_all(d).map_err(other)?;
     }
     if !a.seed003.is_empty() {
+        use mballoc_lab::vcpus::fallocate3::Config;
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        return seed003(
-            &a.seed003,
-            &a.vcpus,
-            (a.commit_cycles, lab.bg_locks, a.cached_bitmaps),
-            a.svg.as_deref(),
-            a.json,
-        );
+        let like = |fs| Config {
+            bg_locks: lab.bg_locks,
+            cached_bitmaps: a.cached_bitmaps,
+            ..Config::new(fs, false).with_commit_cycles(a.commit_cycles)
+        };
+        return seed003(&a.seed003, &a.vcpus, like, a.svg.as_deref(), a.json);
     }
     if a.series {
         let r = mballoc_lab::vcpus::series::run(&a.settings, a.implied_lines).map_err(other)?;
@@ -106,13 +106,8 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
         super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
-        return seed003(
-            &["all".into()],
-            &a.vcpus,
-            (0, 0, false),
-            a.svg.as_deref(),
-            false,
-        );
+        let like = |fs| mballoc_lab::vcpus::fallocate3::Config::new(fs, false);
+        return seed003(&["all".into()], &a.vcpus, like, a.svg.as_deref(), false);
     }
     let policies = if a.policies.is_empty() {
         vec![Policy::Linux616, Policy::Linux618, Policy::Proposed]
@@ -226,28 +221,24 @@ fn seed003_timings(ids: &[String], call_ns: f64) -> Result<String, CliError> {
 }
 
 /// Seed 003's fallocate3 curves on the filesystems `ids` (`all`: every one), at `vcpus`
-/// (judged where they are published task counts), one SVG each into `svg`.
+/// (judged where they are published task counts), each point as `like` configures it for its
+/// filesystem, one SVG each into `svg`.
 #[cfg(feature = "vcpus")]
 fn seed003(
     ids: &[String],
     vcpus: &[u32],
-    (commit_cycles, bg_locks, cached_bitmaps): (u32, u32, bool),
+    like: impl Fn(mballoc_lab::vcpus::fallocate3::Fs) -> mballoc_lab::vcpus::fallocate3::Config,
     svg: Option<&std::path::Path>,
     json: bool,
 ) -> Result<(), CliError> {
-    use mballoc_lab::vcpus::fallocate3::{self as f3, Config};
+    use mballoc_lab::vcpus::fallocate3 as f3;
     let chosen = filesystems(ids)?;
     let mut ns: Vec<u32> = vcpus.to_vec();
     ns.sort_unstable();
     ns.dedup();
     let mut curves = Vec::new();
     for fs in chosen {
-        let like = Config {
-            bg_locks,
-            cached_bitmaps,
-            ..Config::new(fs, false).with_commit_cycles(commit_cycles)
-        };
-        let c = f3::run_curve(fs, &ns, &like).map_err(other)?;
+        let c = f3::run_curve(fs, &ns, &like(fs)).map_err(other)?;
         if let Some(dir) = svg {
             f3::plot(&c, &dir.join(format!("seed003-{}.svg", fs.id))).map_err(other)?;
         }
