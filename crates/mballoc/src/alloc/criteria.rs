@@ -451,6 +451,16 @@ impl Allocator {
         end: u32,
     ) -> Result<(), Error> {
         let sets = self.index.order_sets(kind, order, walk);
+        // `ext4_mb_scan_groups_largest_free_order_range` and `_avg_frag_order_range` skip an
+        // empty order with `xa_empty`: one read of the xarray's head, a line that changes only
+        // when the xarray empties or fills. The sets have no such word, so they are asked
+        // unobserved, as the lists' `list_empty` is ([`Self::first_in_list`]): a simulator's
+        // point prices the kernel's average work between two shared accesses, which this read
+        // is not. A walk that passes over other classes' groups still runs: it may owe their
+        // prefetch step.
+        if !sets.passes_over() && crate::sync::unobserved(|| sets.is_empty()) {
+            return Ok(());
+        }
         match sets.alone() {
             Some(set) => self.scan_index_range(ctx, set, start, end),
             None => self.scan_index_range(ctx, &sets, start, end),

@@ -324,6 +324,8 @@ pub trait WalkSets {
     fn next(&self, from: u32, end: u32) -> Option<u32>;
     /// First visited group `>= from` and `< end` that `keep` accepts.
     fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32>;
+    /// Whether no visited group is in the sets, at any position (`xa_empty`).
+    fn is_empty(&self) -> bool;
     /// Whether the walk passes over the groups of some class in use.
     fn passes_over(&self) -> bool;
     /// Whether `g` is one of the groups the walk passes over.
@@ -339,6 +341,10 @@ impl WalkSets for GroupSet {
     #[inline]
     fn next_where(&self, from: u32, end: u32, keep: impl FnMut(u32) -> bool) -> Option<u32> {
         GroupSet::next_where(self, from, end, keep)
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        GroupSet::is_empty(self)
     }
     #[inline]
     fn passes_over(&self) -> bool {
@@ -367,6 +373,10 @@ impl WalkSets for OrderSets<'_> {
             }
             m => GroupSet::next_in_union_where(self.sets, m, from, end, keep),
         }
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        (0..4).all(|i| self.walk.walked >> i & 1 == 0 || self.sets[i].is_empty())
     }
     #[inline]
     fn passes_over(&self) -> bool {

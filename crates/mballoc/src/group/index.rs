@@ -59,6 +59,12 @@ impl GroupSet {
         }
         old & bit != 0
     }
+    /// Whether the set holds no group: every summary bit clear (a summary bit is set while
+    /// its word may be non-zero, so a clear summary means an empty set, up to a concurrent
+    /// `insert`, as `xa_empty` is racy too).
+    pub fn is_empty(&self) -> bool {
+        self.summary.iter().all(|s| s.load(Ordering::Relaxed) == 0)
+    }
     /// Whether `g` is in the set (a lock-free read, like [`GroupSet::next`]).
     pub fn contains(&self, g: u32) -> bool {
         self.words[(g / 64) as usize].load(Ordering::Relaxed) >> (g % 64) & 1 == 1
@@ -201,6 +207,7 @@ mod tests {
                 prop_assert_eq!(s.next_where(from, end, |g| g % 3 == 1), odd, "from {} end {}", from, end);
             }
             prop_assert_eq!(s.count() as usize, model.len());
+            prop_assert_eq!(s.is_empty(), model.is_empty());
         }
     }
 
