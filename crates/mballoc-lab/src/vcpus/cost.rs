@@ -166,6 +166,19 @@ impl Machine {
         }
     }
 
+    /// Whether its file system's device is rotational, for what the mount sets from it
+    /// ([`super::io::mount_settings`]). The seeds' servers: non-rotational, both tables say
+    /// "960GB SSD". `local`: this machine's loop images ([`DeviceClass::Local`]); `server`
+    /// keeps this machine's work costs and its device too. `xeon16`: its loop images lay
+    /// under `/tmp`, whose device was not recorded; kept as rotational, as the calibration
+    /// ran (`mb_max_linear_groups` changes nothing while a CPU's goal group has room, as in
+    /// its 1-16 CPU windows).
+    ///
+    /// [`DeviceClass::Local`]: super::io::DeviceClass::Local
+    pub fn rotational(self) -> bool {
+        !matches!(self, Machine::Kunpeng920 | Machine::Epyc9654x2)
+    }
+
     /// The machine a seed's published row was measured on ("Kunpeng 920", "AMD 9654 x2").
     pub fn of_row(name: &str) -> Machine {
         if name.starts_with("Kunpeng") {

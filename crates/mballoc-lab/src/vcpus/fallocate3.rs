@@ -338,10 +338,11 @@ fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator),
     );
     let dev = MemSource::new(geo, &used)?.with_load_cost(std::time::Duration::from_nanos(read_ns));
     let cpus = n.max(2);
-    let settings = [format!(
+    let mut settings = cfg.fs.device.mount_settings();
+    settings.push(format!(
         "prefetch_test_before_set={}",
         u8::from(cfg.patched)
-    )];
+    ));
     let a = Allocator::builder(geo)
         .source(Box::new(dev))
         .cpus(cpus)

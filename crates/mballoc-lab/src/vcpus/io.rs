@@ -48,6 +48,27 @@ impl DeviceClass {
             DeviceClass::Nvme => 32,
         }
     }
+
+    /// Whether the block layer calls it rotational. This machine's loop devices sit over
+    /// files on a disk whose queue says rotational (`/sys/block/vda/queue/rotational` is 1, and
+    /// so is the loop device's over it: `loop_update_rotational` copies the backing file's
+    /// device), as the stored captures' mounts show (`mb_max_linear_groups` 4).
+    pub fn rotational(self) -> bool {
+        matches!(self, DeviceClass::Hdd | DeviceClass::Local)
+    }
+
+    /// The tunables the mount itself sets from the device, before any `--set`.
+    pub fn mount_settings(self) -> Vec<String> {
+        mount_settings(self.rotational())
+    }
+}
+
+/// `ext4_mb_init`: `s_mb_max_linear_groups` is 0 on a non-rotational device (`bdev_nonrot`),
+/// `MB_DEFAULT_LINEAR_LIMIT` (4) on a rotational one; with `mb_optimize_scan` those groups
+/// after the goal are tried in order before the order indexes are walked.
+pub fn mount_settings(rotational: bool) -> Vec<String> {
+    let linear = if rotational { 4 } else { 0 };
+    vec![format!("mb_max_linear_groups={linear}")]
 }
 
 /// What the device did over a run.

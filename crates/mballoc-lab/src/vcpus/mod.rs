@@ -337,7 +337,9 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let vol = Volume::new(cfg.fs_bytes)?;
     let lab = lab_settings(cfg)?;
     let cfg = &cfg.resolved_by(&lab);
-    let a = vol.allocator(cfg.policy()?, n.max(2), &lab.tunables)?;
+    let mut settings = io::mount_settings(cfg.machine.rotational());
+    settings.extend_from_slice(&lab.tunables);
+    let a = vol.allocator(cfg.policy()?, n.max(2), &settings)?;
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
         .with_line_ns(lab.line_ns)
