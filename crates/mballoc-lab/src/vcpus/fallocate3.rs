@@ -676,7 +676,8 @@ struct Cycles {
     count: usize,
     /// jbd2's commit interval: a cycle its timer ended lasted at least this long.
     interval_ns: u64,
-    /// Half the operations the free space holds ([`Fs::free_space_ops`]).
+    /// Half the operations the free space of the point's volume holds (as
+    /// [`Fs::free_space_ops`] counts them).
     min_ops: u64,
 }
 
