@@ -144,7 +144,13 @@ impl Fs {
     /// two commits the tasks together run at most this many (plus one in flight each)
     /// before the allocator finds no space and an ENOSPC forces a commit.
     pub fn free_space_ops(&self) -> f64 {
-        (self.bytes / 4096) as f64 * (1.0 - self.used) / f64::from(FILE_BLOCKS)
+        self.free_space_ops_on(self.bytes)
+    }
+
+    /// [`Fs::free_space_ops`] on a volume of `bytes` filled to this filesystem's share (a
+    /// point may run a smaller copy of it, [`Config::bytes`]).
+    pub fn free_space_ops_on(&self, bytes: u64) -> f64 {
+        (bytes / 4096) as f64 * (1.0 - self.used) / f64::from(FILE_BLOCKS)
     }
 
     /// The highest rate (ops/s) at which the free space lasts a whole commit interval: above
@@ -676,14 +682,14 @@ struct Cycles {
     count: usize,
     /// jbd2's commit interval: a cycle its timer ended lasted at least this long.
     interval_ns: u64,
-    /// Half the operations the free space of the point's volume holds (as
-    /// [`Fs::free_space_ops`] counts them).
+    /// Half the operations the free space of the point's volume holds
+    /// ([`Fs::free_space_ops_on`]).
     min_ops: u64,
 }
 
 impl Cycles {
     fn new(cfg: &Config) -> Option<Cycles> {
-        let free_ops = (cfg.bytes / 4096) as f64 * (1.0 - cfg.fs.used) / f64::from(FILE_BLOCKS);
+        let free_ops = cfg.fs.free_space_ops_on(cfg.bytes);
         (cfg.commit_cycles > 0).then(|| Cycles {
             count: cfg.commit_cycles as usize,
             interval_ns: cfg.commit_interval_ns,
