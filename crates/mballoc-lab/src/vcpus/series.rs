@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::cost::Machine;
+use super::cost::{Machine, EPYC9654X2_OPS_1P, KUNPENG920_OPS_1P};
 use super::seeds::{Points, MIN_WINDOW_CALLS, WARMUP_NS, WINDOW_NS};
 use crate::bench::BenchError;
 
@@ -187,18 +187,19 @@ pub const STEPS: [Step; 7] = [
 ];
 
 /// The cover letter's one-container rows: the kernel before the series and after it, one
-/// process on each server. Not a step of the chain (its base is the seeds' servers' speed,
-/// [`super::cost::KUNPENG920_OPS_1P`], an input of the model); what it checks is the rest of
-/// the call's path: how much the walks of the last rung cost one CPU against the first's.
+/// process on each server. Not a step of the chain: its base is the seeds' servers' speed
+/// ([`KUNPENG920_OPS_1P`], [`EPYC9654X2_OPS_1P`]), an input of the model; what it checks is
+/// the rest of the call's path: how much the walks of the last rung cost one CPU against the
+/// first's.
 pub const ONE_CONTAINER: Step = Step {
     patches: "00",
     subject: "the whole series, one container (cover letter)",
     rungs: Some((0, RUNGS.len() - 1)),
     figures: [
-        one(KUNPENG, false, (314_065.0, 316_724.0)),
-        one(KUNPENG, true, (316_344.0, 328_324.0)),
-        one(AMD, false, (205_851.0, 215_136.0)),
-        one(AMD, true, (207_373.0, 209_431.0)),
+        one(KUNPENG, false, (KUNPENG920_OPS_1P[0], 316_724.0)),
+        one(KUNPENG, true, (KUNPENG920_OPS_1P[1], 328_324.0)),
+        one(AMD, false, (EPYC9654X2_OPS_1P[0], 215_136.0)),
+        one(AMD, true, (EPYC9654X2_OPS_1P[1], 209_431.0)),
     ],
 };
 
@@ -306,7 +307,7 @@ pub struct SeriesReport {
 }
 
 /// A rung's settings on top of linux-6.18.
-fn rung(i: usize) -> Vec<String> {
+pub(crate) fn rung(i: usize) -> Vec<String> {
     RUNGS[i].1.iter().map(|s| s.to_string()).collect()
 }
 

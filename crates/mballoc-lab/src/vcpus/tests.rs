@@ -636,7 +636,7 @@ fn the_seeds_servers_run_one_call_at_their_published_one_container_speed() {
                 (here.transfer_ns, here.handoff_ns)
             );
             let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
-            settings.extend(super::series::RUNGS[0].1.iter().map(|s| s.to_string()));
+            settings.extend(super::series::rung(0));
             let mut cfg = VcpuConfig::fallocate2(Policy::Linux618, &settings, m);
             cfg.horizon_ns = 1_000_000;
             let one = run_point(&cfg, 1).unwrap().ops_per_s;
