@@ -12,7 +12,8 @@ jbd2's 5 s timer. This script runs the same curve on each size and counts the co
 the whole run), so the two can be told apart.
 
 Each run gets a fresh ext4 loop image of the given size (`mb_optimize_scan=1`), made as the
-kernel lab makes them (inode tables and journal written out at mkfs); a size written `64lazy`
+kernel lab makes them (inode tables and journal written out at mkfs), synced and left
+`--settle` seconds before the run; a size written `64lazy`
 leaves the inode tables to lazy initialisation and mounts `noinit_itable` (no background
 zeroing; the block layout is the same). Within each repetition the configurations run in an
 order rotated by one from the last, so that what a run leaves behind on the host (dirty
@@ -21,7 +22,7 @@ pages of the last image, say) falls on each configuration alike. Needs root, tra
 the tests: CI never mounts anything.
 
 usage: sudo python3 scripts/kernel_fallocate2_cycles.py --bench BIN [--sizes 4,64,64lazy]
-           [--workers 1,4,8,16] [--reps 3] [--seconds 3] [--out FILE]
+           [--workers 1,4,8,16] [--reps 3] [--seconds 3] [--settle 1] [--out FILE]
 """
 import argparse
 import collections
@@ -85,13 +86,14 @@ def commits(text, dev):
             "run_stats_mean": {k: statistics.mean(v) for k, v in stats.items()}}
 
 
-def run(bench, size, n, seconds):
+def run(bench, size, n, seconds, settle):
     lazy = size.endswith("lazy")
     gib = int(size[:-4] if lazy else size)
     extra = ["-E", "lazy_itable_init=1"] if lazy else None
     opts = "mb_optimize_scan=1" + (",noinit_itable" if lazy else "")
     with klab.ext4_image(IMAGE, gib << 30, MOUNT, opts=opts, mkfs_extra=extra) as (dev, mnt):
-        time.sleep(1)  # let mount-time bitmap prefetch settle
+        os.sync()  # what mkfs wrote goes to the disk before the run, not during it
+        time.sleep(settle)  # let mount-time bitmap prefetch settle
         arm()
         t0 = time.monotonic()
         out = json.loads(klab.sh([bench, "-n", str(n), "-t", str(seconds), "-w", "1", "-d", mnt,
@@ -111,6 +113,7 @@ def main():
     ap.add_argument("--workers", default="1,4,8,16")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3)
+    ap.add_argument("--settle", type=float, default=1)
     ap.add_argument("--out", default="/tmp/kernel_fallocate2_cycles.json")
     a = ap.parse_args()
     result = {"kernel": os.uname().release, "args": vars(a), "runs": []}
@@ -118,7 +121,7 @@ def main():
     for rep in range(a.reps):  # rep-major: host drift falls on every configuration alike
         k = rep % len(configs)
         for size, n in configs[k:] + configs[:k]:
-            r = run(a.bench, size, n, a.seconds)
+            r = run(a.bench, size, n, a.seconds, a.settle)
             r["rep"] = rep
             result["runs"].append(r)
             print(json.dumps(r), flush=True)

@@ -169,10 +169,10 @@ impl Machine {
     /// Whether its file system's device is rotational, for what the mount sets from it
     /// ([`super::io::mount_settings`]). The seeds' servers: non-rotational, both tables say
     /// "960GB SSD". `local`: this machine's loop images ([`DeviceClass::Local`]); `server`
-    /// keeps this machine's work costs and its device too. `xeon16`: its loop images lay
-    /// under `/tmp`, whose device was not recorded; kept as rotational, as the calibration
-    /// ran (`mb_max_linear_groups` changes nothing while a CPU's goal group has room, as in
-    /// its 1-16 CPU windows).
+    /// keeps this machine's work costs and its device too. `xeon16`: its loop images lie
+    /// under `/tmp` on a virtio disk that says it is rotational, and so do the loop devices
+    /// (`rotational` 1, `mb_max_linear_groups` 4 after mounting:
+    /// docs/measurements/kernel-fallocate2-xeon16-sizes.json).
     ///
     /// [`DeviceClass::Local`]: super::io::DeviceClass::Local
     pub fn rotational(self) -> bool {

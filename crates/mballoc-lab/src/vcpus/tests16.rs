@@ -265,3 +265,86 @@ fn calls_keep_their_goal_block_as_often_as_the_16_core_kernels() {
         }
     }
 }
+
+/// The second look at that machine (docs/measurements/kernel-fallocate2-xeon16-sizes.json):
+/// the curve on file systems of 4, 16 and 64 GiB with the journal's commits counted.
+fn sizes() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/measurements/kernel-fallocate2-xeon16-sizes.json"
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The guest's loop devices and the disk under them say they are rotational, and its ext4
+/// mounted them with 4 linear groups: `--machine xeon16` mounts as that kernel did.
+#[test]
+fn the_16_core_guest_mounts_as_its_kernel_did() {
+    let j = sizes();
+    assert_eq!(j["device"]["loop_rotational"], 1);
+    let linear = j["device"]["default_mb_max_linear_groups"]
+        .as_u64()
+        .unwrap();
+    assert!(Machine::Xeon16.rotational());
+    assert_eq!(
+        super::io::mount_settings(Machine::Xeon16.rotational()),
+        vec![format!("mb_max_linear_groups={linear}")]
+    );
+}
+
+/// The model per CPU under the kernel's own protocol (`fallocate2 -w 1 -t 3` on a freshly
+/// made file system of `gib` GiB): 1 s of virtual warm-up, then 3 s counted.
+fn model_whole_run(gib: u64, n: u32) -> f64 {
+    let cfg = VcpuConfig {
+        fs_bytes: gib << 30,
+        warmup_ns: 1_000_000_000,
+        horizon_ns: 3_000_000_000,
+        ..VcpuConfig::fallocate2(
+            Policy::Linux618,
+            &["mb_optimize_scan=1".to_string()],
+            Machine::Xeon16,
+        )
+    };
+    run_point(&cfg, n).unwrap().ops_per_s / f64::from(n)
+}
+
+/// The kernel per process on `gib` GiB at `n` processes, images synced before each run
+/// (median of 3), and its forced commits a second.
+fn kernel_synced(j: &Value, gib: u64, n: u32) -> (f64, f64) {
+    let m = &j["synced"]["median"][format!("{gib}/{n}")];
+    (
+        m["median_total_ops_s"].as_f64().unwrap() / f64::from(n),
+        m["median_commits_per_s"].as_f64().unwrap(),
+    )
+}
+
+/// Over the kernel's whole run, 8 CPUs keep the share of one CPU's rate that its 8 processes
+/// keep where the journal never forces a commit (64 GiB: 0 commits in the run), within ±15 %.
+/// On 4 GiB the kernel's run is a string of forced commits (3.25 a second at 8 processes):
+/// the freed blocks stay busy until a commit, the file system runs out of committed space
+/// every 0.3 s and late in each such cycle the kernel's truncates free 95-122 extents a
+/// 1 MiB file; the model keeps 1.29 times the kernel's share there (known miss, recorded:
+/// red if it moves by more than a tenth, or comes within ±15 %, then the entry goes).
+#[test]
+fn over_the_kernels_whole_run_8_cpus_follow_it_where_no_commit_is_forced() {
+    let j = sizes();
+    let mut report = Vec::new();
+    for (gib, known_miss) in [(64u64, None), (4, Some(1.29))] {
+        let (k1, _) = kernel_synced(&j, gib, 1);
+        let (k8, commits) = kernel_synced(&j, gib, 8);
+        let ratio = (model_whole_run(gib, 8) / model_whole_run(gib, 1)) / (k8 / k1);
+        report.push(format!("{gib} GiB: {ratio:.3} ({commits} commits/s)"));
+        let within = (ratio - 1.0).abs() <= 0.15;
+        match known_miss {
+            None => {
+                assert_eq!(commits, 0.0, "{report:?}");
+                assert!(within, "{report:?}");
+            }
+            Some(recorded) => {
+                assert!(commits > 1.0, "{report:?}");
+                assert!(!within, "{report:?}: within ±15 % now, drop the known miss");
+                assert!((ratio / recorded - 1.0).abs() <= 0.10, "{report:?}");
+            }
+        }
+    }
+}
