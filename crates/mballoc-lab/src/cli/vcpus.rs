@@ -449,6 +449,7 @@ mod sim {
             ("ops_per_s_per_cpu".to_string(), p.ops_per_s_per_cpu),
             ("ops_per_s".into(), p.ops_per_s),
             ("calls".into(), p.calls as f64),
+            ("forced_commits".into(), p.forced_commits as f64),
             ("waiting_share".into(), p.waiting_share),
             ("groups_scanned_per_call".into(), pc.groups_scanned),
             ("goal_collisions_per_call".into(), pc.goal_collisions),

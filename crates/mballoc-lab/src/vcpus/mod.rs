@@ -157,6 +157,9 @@ pub struct VcpuPoint {
     pub per_call: PerCall,
     /// Share of all CPUs' virtual time spent queued on locks and lines.
     pub waiting_share: f64,
+    /// Commits forced in the window by an allocation that found no committed free space
+    /// while freed blocks waited for one (`ext4_should_retry_alloc`).
+    pub forced_commits: u64,
     /// Host seconds the point took (not deterministic).
     #[serde(skip)]
     pub real_s: f64,
@@ -172,6 +175,7 @@ struct CpuOut {
     to_ns: u64,
     collisions: u64,
     goal_hits: u64,
+    forced_commits: u64,
     /// The file's extents at the end.
     extents: Vec<mballoc::Extent>,
 }
@@ -187,6 +191,7 @@ fn cpu_loop(
     mut f: File,
 ) -> Result<CpuOut, BenchError> {
     let (mut calls, mut all_calls, mut collisions, mut goal_hits) = (0, 0, 0, 0);
+    let mut forced_commits = 0;
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
     while s.clock(me) < cfg.warmup_ns + cfg.horizon_ns {
@@ -196,7 +201,7 @@ fn cpu_loop(
         s.touch(me, TRANSACTION, Access::Write, None);
         s.touch(me, J_STATE_LOCK, Access::Write, None);
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
-        let got = allocate(a, &req)?;
+        let (got, commits) = allocate(a, &req)?;
         s.mark(me, Seg::CallEnd);
         // The window counts the calls that end in it, as the scheduler counts what happens
         // in it (a call begun in the warm-up is counted whole, its waits in part).
@@ -212,6 +217,7 @@ fn cpu_loop(
         if counted {
             goal_hits += u64::from(hit);
             collisions += u64::from(collided);
+            forced_commits += commits;
         }
         // jbd2_journal_stop: t_updates.
         s.touch(me, TRANSACTION, Access::Write, None);
@@ -233,13 +239,17 @@ fn cpu_loop(
         to_ns,
         collisions,
         goal_hits,
+        forced_commits,
         extents: f.extents().to_vec(),
     })
 }
 
-/// One allocation; out of space with frees waiting for a commit, a commit and another try,
-/// three times at most (`ext4_should_retry_alloc`).
-fn allocate(a: &Allocator, req: &mballoc::Request) -> Result<mballoc::Allocation, BenchError> {
+/// One allocation and the commits it forced; out of space with frees waiting for a commit, a
+/// commit and another try, three times at most (`ext4_should_retry_alloc`).
+fn allocate(
+    a: &Allocator,
+    req: &mballoc::Request,
+) -> Result<(mballoc::Allocation, u64), BenchError> {
     let mut retries = 0;
     loop {
         match a.allocate(req) {
@@ -247,7 +257,7 @@ fn allocate(a: &Allocator, req: &mballoc::Request) -> Result<mballoc::Allocation
                 retries += 1;
                 a.commit()?;
             }
-            r => return Ok(r?),
+            r => return Ok((r?, retries)),
         }
     }
 }
@@ -272,7 +282,7 @@ fn staggered_files(
     for round in 0..calls(n.saturating_sub(1)) {
         for (me, f) in (0..n).zip(files.iter_mut()) {
             if round < calls(me) {
-                let got = allocate(a, &f.request(cfg.pattern, cfg.chunk, me, vol))?;
+                let (got, _) = allocate(a, &f.request(cfg.pattern, cfg.chunk, me, vol))?;
                 f.add(got.extent);
             }
         }
@@ -361,8 +371,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         .collect();
     let outs = on_cpus(&s, bodies)?;
     let (mut calls, mut all_calls, mut busy_ns) = (0, 0, 0);
-    let mut collisions = 0;
-    let mut goal_hits = 0;
+    let (mut collisions, mut goal_hits, mut forced_commits) = (0, 0, 0);
     let mut files = Vec::with_capacity(outs.len());
     for o in outs {
         calls += o.calls;
@@ -370,6 +379,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         busy_ns += o.to_ns - o.from_ns;
         collisions += o.collisions;
         goal_hits += o.goal_hits;
+        forced_commits += o.forced_commits;
         files.push(o.extents);
     }
     let st = s.stats();
@@ -406,6 +416,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         ops_per_s,
         per_call: pc,
         waiting_share: waited as f64 / (busy_ns as f64).max(1.0),
+        forced_commits,
         real_s: t0.elapsed().as_secs_f64(),
     };
     Ok(Detailed {

@@ -746,3 +746,40 @@ fn the_mount_sets_the_linear_groups_from_the_device() {
     assert_eq!(points(Machine::Local, &[]), points(Machine::Local, &four));
     assert_ne!(points(Machine::Local, &[]), points(Machine::Local, &zero));
 }
+
+/// A truncate's blocks wait for a commit; once a small file system's committed free space is
+/// used up, the allocation that finds none forces one and tries again. One CPU on 1 GiB for
+/// 0.5 s of virtual time (about 200,000 calls of 2 blocks, over 1.5 times the free space)
+/// forces at least one, and no stretch between two commits (or before the first, or after
+/// the last) uses more than the free space there was: `2 × calls ≤ (commits + 1) × free`. The
+/// same run on 64 GiB forces none.
+#[test]
+fn a_small_file_system_forces_commits_a_large_one_does_not() {
+    let run = |gib: u64| {
+        let cfg = VcpuConfig {
+            fs_bytes: gib << 30,
+            horizon_ns: 500_000_000,
+            ..VcpuConfig::fallocate2(Policy::Linux618, &[], Machine::Xeon16)
+        };
+        let free = Volume::new(cfg.fs_bytes)
+            .unwrap()
+            .allocator(cfg.policy().unwrap(), 2, &[])
+            .unwrap()
+            .free_blocks();
+        (run_point(&cfg, 1).unwrap(), free)
+    };
+    let (small, free) = run(1);
+    assert!(small.forced_commits >= 1, "{small:?}");
+    assert!(
+        2 * small.calls > free,
+        "{small:?}: the run must outgrow the space"
+    );
+    assert!(
+        2 * small.calls <= (small.forced_commits + 1) * free,
+        "{} calls, {} commits, {free} free blocks",
+        small.calls,
+        small.forced_commits
+    );
+    let (large, _) = run(64);
+    assert_eq!(large.forced_commits, 0, "{large:?}");
+}
