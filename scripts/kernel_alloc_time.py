@@ -44,24 +44,29 @@ def set_events(on):
         klab.write("%s/events/ext4/%s/enable" % (INSTANCE, ev), int(on))
 
 
-def window(delay, length):
+def window(delay, length, instance=INSTANCE):
+    """Turns tracing on in `instance` for `length` seconds, `delay` seconds from now."""
     time.sleep(delay)
-    klab.write(INSTANCE + "/tracing_on", 1)
+    klab.write(instance + "/tracing_on", 1)
     time.sleep(length)
-    klab.write(INSTANCE + "/tracing_on", 0)
+    klab.write(instance + "/tracing_on", 0)
 
 
-def durations(text, hz):
-    """Entry-to-exit times (ns) of every call whose two events are both in the window."""
-    entered, out = {}, []
+def trace_events(text, hz):
+    """(pid, seconds, event name, the rest of the line) of each event of an ftrace text taken
+    with the TSC clock at `hz`."""
     for line in text.splitlines():
         if line.startswith("#") or ": " not in line:
             continue
         head, rest = line.split(": ", 1)
         fields = head.split()
-        pid = fields[0].rsplit("-", 1)[-1]
-        ts = int(fields[-1]) / hz
-        event = rest.split(":", 1)[0]
+        yield fields[0].rsplit("-", 1)[-1], int(fields[-1]) / hz, rest.split(":", 1)[0], rest
+
+
+def durations(text, hz):
+    """Entry-to-exit times (ns) of every call whose two events are both in the window."""
+    entered, out = {}, []
+    for pid, ts, event, _rest in trace_events(text, hz):
         if event == EVENTS[0]:
             entered[pid] = ts
         elif event == EVENTS[1] and pid in entered:

@@ -40,6 +40,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.environ.get("KLAB_DIR", os.path.join(HERE, "../../shared/kernel-lab")))
 import klab  # noqa: E402
+sys.path.insert(0, HERE)
+import kernel_alloc_time as kat  # noqa: E402
 
 T = "/sys/kernel/tracing/instances/mballoc-phases"
 IMAGE, MOUNT = "/tmp/klab-phases.img", "/mnt/klab-phases"
@@ -50,14 +52,6 @@ EXT4 = ("ext4_fallocate_enter", "ext4_journal_start_inode", "ext4_ext_map_blocks
         "ext4_mark_inode_dirty", "ext4_fallocate_exit", "ext4_truncate_enter",
         "ext4_truncate_exit", "ext4_free_blocks")
 JBD2 = ("jbd2_handle_start",)
-
-
-def tsc_hz():
-    """The TSC rate the kernel detected at boot (dmesg), else the CPU's MHz."""
-    out = klab.sh(["dmesg"], check=False)
-    m = re.search(r"tsc: Detected ([0-9.]+) MHz", out) or re.search(
-        r"cpu MHz\s*:\s*([0-9.]+)", klab.read("/proc/cpuinfo"))
-    return float(m.group(1)) * 1e6
 
 
 def events():
@@ -91,27 +85,14 @@ def disarm(evs):
         klab.write("%s/events/raw_syscalls/%s/filter" % (T, e), "0")
 
 
-def window(delay, length):
-    time.sleep(delay)
-    klab.write(T + "/tracing_on", 1)
-    time.sleep(length)
-    klab.write(T + "/tracing_on", 0)
-
-
 def stretches(text, hz):
     """Per system call kind: calls, mean whole time, mean time of each stretch between two
     consecutive events (repeated events numbered), and free_blocks events per call."""
     open_ = {}  # pid -> [kind, [(name, ts), ...]]
     acc = {k: {"calls": 0, "ns": 0.0, "stretch": collections.Counter(),
                "free_blocks": 0, "freed_blocks": 0} for k in ("fallocate", "ftruncate")}
-    for line in text.splitlines():
-        if line.startswith("#") or ": " not in line:
-            continue
-        head, rest = line.split(": ", 1)
-        fields = head.split()
-        pid = fields[0].rsplit("-", 1)[-1]
-        ts = int(fields[-1]) / hz * 1e9
-        name = rest.split(":", 1)[0]
+    for pid, secs, name, rest in kat.trace_events(text, hz):
+        ts = secs * 1e9
         if name == "sys_enter":
             kind = "fallocate" if "NR %d " % SYS_FALLOCATE in rest else "ftruncate"
             open_[pid] = [kind, [("enter", ts)]]
@@ -152,7 +133,7 @@ def phases(bench, n, scan, length, hz):
         time.sleep(1)  # let mount-time bitmap prefetch settle
         evs = events()
         arm(evs)
-        th = threading.Thread(target=window, args=(2.0, length))
+        th = threading.Thread(target=kat.window, args=(2.0, length, T))
         th.start()
         out = json.loads(klab.sh([bench, "-n", str(n), "-t", "3", "-w", "1", "-d", mnt,
                                   "-c", "8192", "-s", "1048576"]))
@@ -210,7 +191,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2)
     ap.add_argument("--out", default="/tmp/kernel_fallocate2_phases.json")
     a = ap.parse_args()
-    hz = tsc_hz()
+    hz = kat.tsc_hz()
     result = {"kernel": os.uname().release, "args": vars(a), "tsc_hz": hz, "phases": [],
               "linear": []}
 
