@@ -368,3 +368,43 @@ fn over_the_kernels_whole_run_8_cpus_follow_it_where_no_commit_is_forced() {
         );
     }
 }
+
+/// Every median stored in the sizes file is the median of the runs stored beside it, and the
+/// 4 GiB runs forced commits where the 64 GiB ones forced none: the figures the checks above
+/// read are the measurement's, not edited.
+#[test]
+fn the_sizes_files_medians_are_its_runs() {
+    let j = sizes();
+    for part in ["sizes", "bases", "curve16", "synced"] {
+        let runs = j[part]["runs"].as_array().unwrap();
+        for (key, m) in j[part]["median"].as_object().unwrap() {
+            let (size, n) = key.split_once('/').unwrap();
+            let mine = |field: &str| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r["size"] == size && r["workers"].to_string() == n)
+                    .map(|r| r[field].as_f64().unwrap())
+                    .collect();
+                assert_eq!(v.len() as u64, m["runs"].as_u64().unwrap(), "{part} {key}");
+                median(&v)
+            };
+            let ops = mine("total_ops_s");
+            assert!(
+                (ops - m["median_total_ops_s"].as_f64().unwrap()).abs() < 1.0,
+                "{part} {key}: {ops}"
+            );
+            let commits = mine("commits_per_s");
+            assert!(
+                (commits - m["median_commits_per_s"].as_f64().unwrap()).abs() < 0.01,
+                "{part} {key}: {commits}"
+            );
+        }
+    }
+    for r in j["synced"]["runs"].as_array().unwrap() {
+        let forced = r["commits"].as_u64().unwrap();
+        match r["size"].as_str().unwrap() {
+            "64" => assert_eq!(forced, 0, "{r}"),
+            _ => assert!(forced >= 2, "{r}"),
+        }
+    }
+}
