@@ -382,7 +382,7 @@ fn the_sizes_files_medians_are_its_runs() {
             let mine = |field: &str| {
                 let v: Vec<f64> = runs
                     .iter()
-                    .filter(|r| r["size"] == size && r["workers"].to_string() == n)
+                    .filter(|r| r["size"] == size && r["workers"].as_u64() == n.parse().ok())
                     .map(|r| r[field].as_f64().unwrap())
                     .collect();
                 assert_eq!(v.len() as u64, m["runs"].as_u64().unwrap(), "{part} {key}");
