@@ -118,8 +118,8 @@ impl Simulator {
                      over the kernel's whole run at 8 and 16 CPUs it keeps the kernel's share \
                      of one CPU's rate within 12 % on 64 GiB, where the kernel forces no \
                      commit, and 1.3-1.5 times it on 4 GiB, where the space truncates free \
-                     runs out between commits 2-3.5 times a second (the seeds' 960 GB never \
-                     does) (docs/vcpus.md, \"The file system's size\")."
+                     runs out 1.3-2 times a second (the seeds' 960 GB never does) \
+                     (docs/vcpus.md, \"The file system's size\")."
                         .into(),
                 );
                 rep.notes.push(
