@@ -13,12 +13,29 @@ use super::cost::{
 use super::*;
 use crate::bench::median;
 
-fn stored() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/measurements/kernel-fallocate2-xeon16.json"
+/// A stored measurement of docs/measurements/.
+fn measurement(file: &str) -> Value {
+    let path = format!(
+        "{}/../../docs/measurements/{file}",
+        env!("CARGO_MANIFEST_DIR")
     );
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn stored() -> Value {
+    measurement("kernel-fallocate2-xeon16.json")
+}
+
+/// fallocate2 as the 16-core kernel ran it: linux-6.18 on `gib` GiB with `mb_optimize_scan`
+/// = `scan`, on that machine's costs, counting `horizon_ns` after `warmup_ns`.
+fn on_xeon16(gib: u64, scan: bool, warmup_ns: u64, horizon_ns: u64) -> VcpuConfig {
+    let set = [format!("mb_optimize_scan={}", u8::from(scan))];
+    VcpuConfig {
+        fs_bytes: gib << 30,
+        warmup_ns,
+        horizon_ns,
+        ..VcpuConfig::fallocate2(Policy::Linux618, &set, Machine::Xeon16)
+    }
 }
 
 /// The kernel's whole-call rate per process at `n` processes (median of 3).
@@ -31,13 +48,10 @@ fn kernel_per_process(j: &Value, scan: bool, n: u32) -> f64 {
 
 /// The model per CPU at `n` CPUs, as the kernel ran: 4 GiB, linux-6.18, `scan`.
 fn model_per_cpu(scan: bool, n: u32) -> f64 {
-    let set = vec![format!("mb_optimize_scan={}", u8::from(scan))];
-    let cfg = VcpuConfig {
-        fs_bytes: 4 << 30,
-        horizon_ns: 1_000_000,
-        ..VcpuConfig::fallocate2(Policy::Linux618, &set, Machine::Xeon16)
-    };
-    run_point(&cfg, n).unwrap().ops_per_s / f64::from(n)
+    run_point(&on_xeon16(4, scan, 0, 1_000_000), n)
+        .unwrap()
+        .ops_per_s
+        / f64::from(n)
 }
 
 #[test]
@@ -243,15 +257,7 @@ fn calls_keep_their_goal_block_as_often_as_the_16_core_kernels() {
             .unwrap()["goal_block_hit_share"]
             .as_f64()
             .unwrap();
-        let cfg = VcpuConfig {
-            fs_bytes: 4 << 30,
-            horizon_ns: 1_000_000,
-            ..VcpuConfig::fallocate2(
-                Policy::Linux618,
-                &["mb_optimize_scan=1".to_string()],
-                Machine::Xeon16,
-            )
-        };
+        let cfg = on_xeon16(4, true, 0, 1_000_000);
         let model = run_point(&cfg, n).unwrap().per_call.goal_hits;
         let within = (model / kernel - 1.0).abs() <= 0.25;
         match KNOWN_GOAL_HIT_MISSES.iter().find(|m| m.0 == n) {
@@ -270,11 +276,7 @@ fn calls_keep_their_goal_block_as_often_as_the_16_core_kernels() {
 /// The second look at that machine (docs/measurements/kernel-fallocate2-xeon16-sizes.json):
 /// the curve on file systems of 4, 16 and 64 GiB with the journal's commits counted.
 fn sizes() -> Value {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/measurements/kernel-fallocate2-xeon16-sizes.json"
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    measurement("kernel-fallocate2-xeon16-sizes.json")
 }
 
 /// The guest's loop devices and the disk under them say they are rotational, and its ext4
@@ -296,17 +298,7 @@ fn the_16_core_guest_mounts_as_its_kernel_did() {
 /// The model under the kernel's own protocol (`fallocate2 -w 1 -t 3` on a freshly made file
 /// system of `gib` GiB): 1 s of virtual warm-up, then 3 s counted.
 fn model_whole_run(gib: u64, n: u32) -> VcpuPoint {
-    let cfg = VcpuConfig {
-        fs_bytes: gib << 30,
-        warmup_ns: 1_000_000_000,
-        horizon_ns: 3_000_000_000,
-        ..VcpuConfig::fallocate2(
-            Policy::Linux618,
-            &["mb_optimize_scan=1".to_string()],
-            Machine::Xeon16,
-        )
-    };
-    run_point(&cfg, n).unwrap()
+    run_point(&on_xeon16(gib, true, 1_000_000_000, 3_000_000_000), n).unwrap()
 }
 
 /// The kernel per process on `gib` GiB at `n` processes, images synced before each run
