@@ -62,10 +62,11 @@ def disarm():
 
 
 def commits(text, dev):
-    """The loop device's commits: their count, mean duration and jbd2's run statistics."""
+    """The loop device's commits: their count, mean duration, jbd2's run statistics and
+    when each began (`starts`, the trace's monotonic clock, s)."""
     st = os.stat(dev)
     tag = "dev %d,%d " % (os.major(st.st_rdev), os.minor(st.st_rdev))
-    start, durs, stats = {}, [], collections.defaultdict(list)
+    start, durs, stats, starts = {}, [], collections.defaultdict(list), []
     for line in text.splitlines():
         if line.startswith("#") or tag not in line:
             continue
@@ -75,6 +76,7 @@ def commits(text, dev):
         tid = rest.split("transaction ")[-1].split()[0] if "transaction " in rest else None
         if name == "jbd2_start_commit":
             start[tid] = ts
+            starts.append(ts)
         elif name == "jbd2_end_commit" and tid in start:
             durs.append((ts - start.pop(tid)) * 1e3)
         elif name == "jbd2_run_stats":
@@ -83,7 +85,8 @@ def commits(text, dev):
                 if k in ("running", "locked", "flushing", "logging", "handle_count", "blocks"):
                     stats[k].append(float(v))
     return {"commits": len(durs), "mean_commit_ms": statistics.mean(durs) if durs else None,
-            "run_stats_mean": {k: statistics.mean(v) for k, v in stats.items()}}
+            "run_stats_mean": {k: statistics.mean(v) for k, v in stats.items()},
+            "starts": starts}
 
 
 def run(bench, size, n, seconds, settle):

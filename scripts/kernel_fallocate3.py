@@ -8,12 +8,16 @@ image of `--size-gib` (default 802, the seed's "802G, 68 % used"), filled with f
 removed at random until `--used` is in use, unmounted; then `--reps` times: mount (cold),
 one task loops `open(O_WRONLY|O_CREAT|O_TRUNC)`, `fallocate(fd, FALLOC_FL_KEEP_SIZE, 0,
 73819750)`, `close` for `--warmup` seconds, then counts its operations for `--seconds`;
-umount. The median ops/s is the figure. The image is kept (`--image`) so that the lab can
+umount. The median ops/s is the figure. With `--tasks 1,2,4,...`, each repetition mounts cold
+once per task count (the counts' order rotated each repetition) and runs that many processes,
+each on its own file (`willitscale.N`), all started together; a count's figure is the sum of
+its tasks' rates over the same window, as will-it-scale sums its processes. The image is kept (`--image`) so that the lab can
 read the same layout (`mballoc bench threads --calibrate --seed003-image IMAGE`).
 
 Needs root and a loop device. Not used by the tests: CI never mounts anything.
 
 usage: sudo python3 scripts/kernel_fallocate3.py [--size-gib 802] [--used 0.68] [--reps 3]
+                                                 [--tasks 1,2,4,8,16] [--trace SECONDS]
                                                  [--out docs/measurements/kernel-fallocate3.json]
 """
 import argparse
@@ -29,8 +33,11 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "../../shared/kernel-lab"))
+sys.path.insert(0, os.environ.get("KLAB_DIR", os.path.join(HERE, "../../shared/kernel-lab")))
 import klab  # noqa: E402
+
+sys.path.insert(0, HERE)
+import kernel_fallocate2_cycles as cycles  # noqa: E402
 
 MOUNT = "/mnt/klab-fallocate3"
 FILESIZE = 73819750  # fallocate3.c's FILESIZE
@@ -103,6 +110,80 @@ def fallocate3(mnt, warmup, seconds):
     return warm, n / (time.perf_counter() - t0)
 
 
+def tasks_rate(mnt, n, warmup, seconds):
+    """`n` processes, each fallocate3's loop on its own file, started together: after
+    `warmup` seconds each counts its operations for `seconds`. Returns each task's ops/s and
+    when they started (`time.perf_counter`, the monotonic clock)."""
+    start = time.perf_counter() + 0.2
+    pipes, pids = [], []
+    for i in range(n):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code = 0
+            try:
+                path = os.path.join(mnt, "willitscale.%d" % i)
+                while time.perf_counter() < start:
+                    pass
+                counting, end = start + warmup, start + warmup + seconds
+                ops = 0
+                while True:
+                    now = time.perf_counter()
+                    if now >= end:
+                        break
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, FILESIZE) != 0:
+                        raise OSError(ctypes.get_errno(), "fallocate")
+                    os.close(fd)
+                    ops += now >= counting
+                os.write(w, json.dumps({"ops": ops, "s": time.perf_counter() - counting}).encode())
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                os.write(w, json.dumps({"error": repr(e)}).encode())
+                code = 1
+            os._exit(code)
+        os.close(w)
+        pipes.append(r)
+        pids.append(pid)
+    rates = []
+    for r, pid in zip(pipes, pids):
+        with os.fdopen(r) as f:
+            got = json.loads(f.read() or '{"error": "no report"}')
+        os.waitpid(pid, 0)
+        if "error" in got:
+            raise RuntimeError("task: %s" % got["error"])
+        rates.append(got["ops"] / got["s"])
+    for i in range(n):
+        os.unlink(os.path.join(mnt, "willitscale.%d" % i))
+    return rates, start
+
+
+def curve(image, counts, reps, scan, warmup, seconds, commits=False):
+    """Per task count: each repetition's total ops/s and per-task rates, cold mounts. With
+    `commits`, also jbd2's commits of the run (`kernel_fallocate2_cycles.commits`), their
+    starts in seconds from the tasks' start."""
+    out = {n: [] for n in counts}
+    opts = "noinit_itable,mb_optimize_scan=%d" % scan
+    for r in range(reps):
+        order = counts[r % len(counts):] + counts[:r % len(counts)]
+        for n in order:
+            with klab.loopdev(image) as dev, klab.mounted(dev, MOUNT, "ext4", opts):
+                if commits:
+                    cycles.arm()
+                rates, start = tasks_rate(MOUNT, n, warmup, seconds)
+                c = cycles.commits(cycles.disarm(), dev) if commits else None
+            run = {"ops_per_s": sum(rates), "per_task": rates}
+            if c:
+                c["starts"] = [round(t - start, 4) for t in c["starts"]]
+                run["commits"] = c
+            klab.log("rep %d, %d tasks: %.1f ops/s%s" % (
+                r + 1, n, sum(rates), " commits at %s s" % c["starts"] if c else ""))
+            out[n].append(run)
+    return [{"tasks": n, "runs": out[n],
+             "median_ops_per_s": statistics.median(x["ops_per_s"] for x in out[n])}
+            for n in counts]
+
+
 EV_RE = re.compile(r"\s(\d+\.\d+): (ext4_request_blocks|ext4_allocate_blocks|ext4_mballoc_alloc):(.*)")
 
 
@@ -163,10 +244,16 @@ def main():
     ap.add_argument("--reuse", action="store_true", help="measure on an existing --image")
     ap.add_argument("--trace", type=float, default=0.0,
                     help="seconds of one more run with the allocator's tracepoints on")
+    ap.add_argument("--tasks", help="task counts, e.g. 1,2,4,8,16: the curve instead of --reps "
+                    "one-task runs")
+    ap.add_argument("--commits", action="store_true",
+                    help="with --tasks: trace jbd2's commits of each run (when each began)")
     ap.add_argument("--out")
     a = ap.parse_args()
     layout = None
     if not a.reuse:
+        if os.path.exists(a.image):
+            os.unlink(a.image)  # a fresh sparse file: no blocks of an earlier image left
         with open(a.image, "wb") as f:
             f.truncate(a.size_gib << 30)
         klab.sh(["mkfs.ext4", "-q", "-F", "-E",
@@ -174,7 +261,10 @@ def main():
         with klab.loopdev(a.image) as dev, klab.mounted(dev, MOUNT, "ext4", "noinit_itable"):
             layout = fill(MOUNT, a.seed, a.fill, a.used)
     runs = []
-    for r in range(a.reps):
+    counts = [int(x) for x in a.tasks.split(",")] if a.tasks else []
+    tasks = (curve(a.image, counts, a.reps, a.scan, a.warmup, a.seconds, a.commits)
+             if counts else None)
+    for r in range(0 if counts else a.reps):
         opts = "noinit_itable,mb_optimize_scan=%d" % a.scan
         with klab.loopdev(a.image) as dev, klab.mounted(dev, MOUNT, "ext4", opts):
             warm, rate = fallocate3(MOUNT, a.warmup, a.seconds)
@@ -189,8 +279,8 @@ def main():
             os.unlink(os.path.join(MOUNT, "willitscale.0"))
         klab.log("traced: %s" % trace)
     out = {
-        "what": "will-it-scale fallocate3 (open-s4c tests/fallocate3.c loop), one task, "
-                "real ext4, cold mount per run",
+        "what": "will-it-scale fallocate3 (open-s4c tests/fallocate3.c loop), %s, real ext4, "
+                "cold mount per run" % ("tasks " + a.tasks if counts else "one task"),
         "command": "sudo python3 scripts/kernel_fallocate3.py " + " ".join(sys.argv[1:]),
         "kernel": platform.release(),
         "size_gib": a.size_gib,
@@ -201,6 +291,8 @@ def main():
         "warmup_s": a.warmup,
         "seconds": a.seconds,
         "runs": runs,
+        "tasks": tasks,
+        "cpus": os.cpu_count(),
         "traced": trace,
         "median_ops_per_s": statistics.median(r["ops_per_s"] for r in runs) if runs else None,
     }

@@ -9,11 +9,17 @@ on files of k extents (8 KiB fallocated every 16 KiB, so no two calls merge what
 they get), one process, a fresh 4 GiB ext4 loop image per k, `--files` files each; per k the
 median time; then the least-squares line over k: ns per extent and the intercept.
 
+`--interleave W` writes the files W at a time, round robin, one extent each in turn: W files
+then share one run of free space, as W fallocate2 processes do once their goals collide, so
+each file's extents lie W × 8 KiB apart and none of its frees merges with the next
+(`ext4_mb_free_metadata` merges a free with its neighbour of the same transaction). 1: each
+file written alone, its extents close together.
+
 Needs root, loop devices and the kernel lab's klab.py (`../shared/kernel-lab`, or KLAB_DIR).
 Not used by the tests: CI never mounts anything.
 
 usage: sudo python3 scripts/kernel_truncate_cost.py [--extents 1,2,4,8,16,32,64,128]
-           [--files 300] [--reps 3] [--out FILE]
+           [--files 300] [--reps 3] [--interleave 1] [--out FILE]
 """
 import argparse
 import json
@@ -30,17 +36,19 @@ IMAGE, MOUNT = "/tmp/klab-truncate.img", "/mnt/klab-truncate"
 CHUNK = 8192
 
 
-def times(k, files):
-    """ns of each of `files` truncates of a file with `k` extents."""
+def times(k, files, interleave=1):
+    """ns of each of `files` truncates of a file with `k` extents, the files written
+    `interleave` at a time, round robin."""
     out = []
     with klab.ext4_image(IMAGE, 4 << 30, MOUNT) as (_dev, mnt):
         time.sleep(1)  # let mount-time bitmap prefetch settle
-        fds = []
-        for i in range(files):
-            fd = os.open(os.path.join(mnt, "f%d" % i), os.O_RDWR | os.O_CREAT, 0o644)
+        fds = [os.open(os.path.join(mnt, "f%d" % i), os.O_RDWR | os.O_CREAT, 0o644)
+               for i in range(files)]
+        for first in range(0, files, interleave):
+            batch = fds[first:first + interleave]
             for e in range(k):
-                os.posix_fallocate(fd, e * 2 * CHUNK, CHUNK)
-            fds.append(fd)
+                for fd in batch:
+                    os.posix_fallocate(fd, e * 2 * CHUNK, CHUNK)
         for fd in fds:
             t0 = time.perf_counter_ns()
             os.ftruncate(fd, 0)
@@ -62,13 +70,15 @@ def main():
     ap.add_argument("--extents", default="1,2,4,8,16,32,64,128")
     ap.add_argument("--files", type=int, default=300)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--interleave", type=int, default=1,
+                    help="files written round robin, this many at a time")
     ap.add_argument("--out", default="/tmp/kernel_truncate_cost.json")
     a = ap.parse_args()
     ks = [int(k) for k in a.extents.split(",")]
     runs = []
     for rep in range(a.reps):  # rep-major: host drift falls on every k alike
         for k in ks:
-            t = times(k, a.files)
+            t = times(k, a.files, a.interleave)
             runs.append({"rep": rep, "extents": k, "median_ns": statistics.median(t),
                          "mean_ns": statistics.mean(t)})
             print(json.dumps(runs[-1]), flush=True)

@@ -116,9 +116,20 @@ struct BenchArgs {
     #[arg(long, requires = "seed003")]
     cached_bitmaps: bool,
     /// With --calibrate: also time the library's fallocate3 operation on this ext4 image's
-    /// layout (the one `scripts/kernel_fallocate3.py` measured the kernel on).
+    /// layout (the one `scripts/kernel_fallocate3.py` measured the kernel on). With --vcpus:
+    /// fallocate3's curve on that layout as the script's `--tasks` runs (2 s of warm-up, 5 s
+    /// counted), on --machine's costs.
     #[arg(long, value_name = "IMAGE")]
     seed003_image: Option<std::path::PathBuf>,
+    /// With --seed003-image and --vcpus: seconds each point counts after its 2 s of warm-up
+    /// (the kernel script's `--seconds`: 5 on the 16-core machine, 10 on this one).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 5,
+        requires = "seed003_image"
+    )]
+    counted_s: u64,
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
@@ -134,6 +145,7 @@ fn cmd_bench(a: BenchArgs) -> Result<(), CliError> {
             implied_lines: a.implied_lines,
             seed003: a.seed003,
             seed003_image: a.seed003_image,
+            counted_s: a.counted_s,
             commit_cycles: a.commit_cycles.unwrap_or(0),
             cached_bitmaps: a.cached_bitmaps,
             svg: a.svg,

@@ -211,6 +211,11 @@ pub struct FragArgs {
     /// Also write a per-group heat map (frag_pct) to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Also write the image's allocation state (geometry, `BLOCK_UNINIT` groups, in-use
+    /// ranges) to this layout file, gzip-compressed: what the lab can start from without the
+    /// image (`bench threads --vcpus N --seed003-image FILE`; docs/vcpus.md).
+    #[arg(long, value_name = "FILE")]
+    pub layout: Option<PathBuf>,
 }
 
 /// `mballoc replay`.

@@ -70,6 +70,9 @@ pub fn cmd_frag(a: &FragArgs) -> Result<(), CliError> {
     } = &a.image;
     let (img, view) = open(image, *allow_mounted)?;
     let rep = view.frag_report(&img)?;
+    if let Some(path) = &a.layout {
+        image_layout(&img)?.save(path)?;
+    }
     if let Some(svg) = &a.svg {
         let title = format!("{}: frag_pct per group", image.display());
         std::fs::write(svg, heat_map(&rep, &title)).map_err(|source| CliError::OutDir {
@@ -82,6 +85,12 @@ pub fn cmd_frag(a: &FragArgs) -> Result<(), CliError> {
     } else {
         out(&render(&rep))
     }
+}
+
+/// The allocation state an image starts a run from.
+fn image_layout(img: &Image) -> Result<mballoc_lab::image::Layout, CliError> {
+    let start = mballoc_lab::image::ImageStart::load(img)?;
+    Ok(mballoc_lab::image::Layout::of_image(&start))
 }
 
 /// The text summary of `mballoc frag`.

@@ -27,8 +27,11 @@ pub struct VcpuArgs {
     pub implied_lines: bool,
     /// Seed 003's filesystems to run alone (`all` = every one).
     pub seed003: Vec<String>,
-    /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on.
+    /// With `calibrate`: an ext4 image whose layout the fallocate3 timing also runs on;
+    /// without: fallocate3's curve on that image as the kernel script ran it.
     pub seed003_image: Option<std::path::PathBuf>,
+    /// With `seed003_image` and no `calibrate`: seconds counted after 2 s of warm-up.
+    pub counted_s: u64,
     /// With `seed003`: commit cycles a point counts (0: a few operations after the mount).
     pub commit_cycles: u32,
     /// With `seed003`: every bitmap in memory from the start.
@@ -71,6 +74,15 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             t.push_str(&image_timings(path)?);
         }
         return super::emit::out(&t);
+    }
+    if let Some(path) = &a.seed003_image {
+        use mballoc_lab::vcpus::fallocate3 as f3;
+        let timed = f3::Timed::seconds(2, a.counted_s);
+        let points = f3::image_curve(path, machine, timed, &a.vcpus).map_err(other)?;
+        if a.json {
+            return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
+        }
+        return super::emit::out(&f3::render_image(&points, timed));
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
         std::fs::create_dir_all(d).map_err(other)?;
@@ -131,7 +143,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
 #[cfg(feature = "vcpus")]
 fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
     use mballoc_lab::vcpus::fallocate3::{
-        time_operations_on_image, Cadence, IMAGE_COUNTED_OPS, KERNEL_CADENCE,
+        time_operations_on_image, Cadence, IMAGE_COUNTED_OPS, KERNEL_CADENCE, XEON16_CADENCE,
     };
     let mut t = format!(
         "\nfallocate3 on {}, one task, reads free\n{}",
@@ -152,6 +164,12 @@ fn image_timings(path: &std::path::Path) -> Result<String, CliError> {
             "every 3,070 ops (kernel)",
             KERNEL_CADENCE,
             IMAGE_COUNTED_OPS,
+            1,
+        ),
+        (
+            "every 3,393 ops (xeon16)",
+            XEON16_CADENCE,
+            XEON16_CADENCE.commit_every,
             1,
         ),
     ];

@@ -92,6 +92,14 @@ pub enum ImageError {
         reason: String,
     },
 
+    #[error("{path}: layout file line {line}: {reason}")]
+    Layout {
+        path: PathBuf,
+        /// 1-based; 0 when the file ended early or the header's values disagree.
+        line: usize,
+        reason: String,
+    },
+
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::MetricsError),
 

@@ -85,6 +85,21 @@ pub const KERNEL_F3_OUTSIDE_NS_PER_OP: f64 = 59_779.0;
 /// the kernel 225.8 and 5.38. A count, the same on every machine.
 pub const F3_POINTS_PER_OP: f64 = 50_551.0;
 
+/// The same fallocate3 on the same aged image (the script's fill is deterministic: 94,885
+/// files made, 30,289 removed, 68.0 % in use on both machines), one task, on the 16-core
+/// machine of `XEON16_*`: time inside `ext4_mb_new_blocks` per operation and the rest, ns,
+/// 5 s traced after 2 s of warm-up (`scripts/kernel_fallocate3.py --fill 1.0 --tasks
+/// 1,2,4,8,16 --reps 3 --warmup 2 --seconds 5 --trace 5`,
+/// docs/measurements/kernel-fallocate3-xeon16.json).
+pub const XEON16_F3_ALLOC_NS_PER_OP: f64 = 1_417_809.0;
+pub const XEON16_F3_OUTSIDE_NS_PER_OP: f64 = 56_005.0;
+
+/// The model's points per operation on that layout at that machine's cadence
+/// (`fallocate3::XEON16_CADENCE`): `mballoc bench threads --calibrate --seed003-image IMAGE`,
+/// "every 3,393 ops (xeon16)", base side (316.7 groups scanned and 5.51 allocator calls an
+/// operation; the kernel's traced window 324.4 and 5.96). A count, the same on every machine.
+pub const XEON16_F3_POINTS_PER_OP: f64 = 65_007.0;
+
 /// Published core-to-core latency (AnandTech, Zen 4 review, "up to 79.5 ns" across CCXs).
 pub const SERVER_TRANSFER_NS: u64 = 80;
 /// This machine: `scripts/line_transfer.c`.
@@ -369,10 +384,24 @@ impl Costs {
     /// interaction costs as [`Costs::new`] with `mb_optimize_scan=1`.
     /// The bitmap checksums stay inside the measured per-operation time as well as being
     /// charged at each marking: about 5 markings × 140 ns against 1.6 ms an operation (0.04 %).
+    /// `xeon16` takes its own kernel's figures on the same image ([`XEON16_F3_ALLOC_NS_PER_OP`]);
+    /// every other machine this machine's.
     pub fn fallocate3(machine: Machine) -> Costs {
+        let (alloc, points, outside) = match machine {
+            Machine::Xeon16 => (
+                XEON16_F3_ALLOC_NS_PER_OP,
+                XEON16_F3_POINTS_PER_OP,
+                XEON16_F3_OUTSIDE_NS_PER_OP,
+            ),
+            _ => (
+                KERNEL_F3_ALLOC_NS_PER_OP,
+                F3_POINTS_PER_OP,
+                KERNEL_F3_OUTSIDE_NS_PER_OP,
+            ),
+        };
         Costs {
-            point_ns: (KERNEL_F3_ALLOC_NS_PER_OP / F3_POINTS_PER_OP).round() as u64,
-            outside_ns: KERNEL_F3_OUTSIDE_NS_PER_OP.round() as u64,
+            point_ns: (alloc / points).round() as u64,
+            outside_ns: outside.round() as u64,
             ..Costs::new(machine, true)
         }
     }

@@ -257,6 +257,43 @@ pub struct Config {
     pub bytes: u64,
     /// The scheduler's slack (`Sched::with_device`).
     pub slack_ns: u64,
+    /// Whose costs the tasks run on ([`Costs::fallocate3`]): the seed's servers keep this
+    /// machine's work costs (`server`); `xeon16` its own kernel's.
+    pub machine: Machine,
+    /// An ext4 image whose layout the point runs on instead of `fs`'s fill (the image
+    /// `scripts/kernel_fallocate3.py` aged and measured the kernel on).
+    pub image: Option<std::path::PathBuf>,
+    /// Count as the kernel script's `--tasks` runs do ([`Timed`]) instead of by operations
+    /// or commit cycles.
+    pub timed: Option<Timed>,
+}
+
+/// The kernel script's protocol (`scripts/kernel_fallocate3.py --tasks`): every task starts
+/// at once on the mounted filesystem and counts the operations it starts between `warm_ns`
+/// and `warm_ns + count_ns` of its clock, over the time from `warm_ns` to the end of its last
+/// counted one; a point is the sum of the tasks' rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Timed {
+    pub warm_ns: u64,
+    pub count_ns: u64,
+}
+
+impl Timed {
+    /// The 16-core kernel's runs: 2 s of warm-up and 5 s counted (docs/measurements/
+    /// kernel-fallocate3-xeon16.json).
+    pub const KERNEL: Timed = Timed::seconds(2, 5);
+
+    /// `warm` s of warm-up, `count` s counted.
+    pub const fn seconds(warm: u64, count: u64) -> Timed {
+        Timed {
+            warm_ns: warm * 1_000_000_000,
+            count_ns: count * 1_000_000_000,
+        }
+    }
+
+    fn end_ns(self) -> u64 {
+        self.warm_ns + self.count_ns
+    }
 }
 
 impl Config {
@@ -275,9 +312,39 @@ impl Config {
             cached_bitmaps: false,
             bytes: fs.bytes,
             slack_ns: SLACK_NS,
+            machine: Machine::Server,
+            image: None,
+            timed: None,
+        }
+    }
+
+    /// The kernel script's runs on its aged image, as `machine` ran them: the image's layout
+    /// (or its layout file's) with every bitmap in memory (the kernel's mount-time prefetch
+    /// has read them all within the 2 s warm-up), no task alone first, counted as `timed`,
+    /// base side.
+    pub fn kernel_image(path: &std::path::Path, machine: Machine, timed: Timed) -> Config {
+        Config {
+            mount_ops: 0,
+            cached_bitmaps: true,
+            machine,
+            image: Some(path.to_path_buf()),
+            timed: Some(timed),
+            ..Config::new(IMAGE_FS, false)
         }
     }
 }
+
+/// What a point on an image reports as its filesystem: the measured image is seed 003's
+/// 802 GiB at 68 % in use, aged by the kernel (`scripts/kernel_fallocate3.py`), mounted over
+/// a loop device on a file in the page cache (this machine's read cost).
+pub const IMAGE_FS: Fs = Fs {
+    id: "802g-68-image",
+    machine: "the measuring machine",
+    bytes: 802 * GIB,
+    used: 0.68,
+    device: DeviceClass::Local,
+    neutral: false,
+};
 
 impl Config {
     /// Counts `cycles` whole commit cycles ([`Config::commit_cycles`]; 0: a few operations
@@ -321,6 +388,9 @@ pub struct Point {
     pub forced_commits: u64,
     /// Short commit cycles the window holds besides its full ones ([`Cycles::full`]).
     pub short_cycles: u64,
+    /// When each of the tasks' commits ended, virtual ns from the tasks' start (the kernel
+    /// script's `--commits` records when each began; the model's commits take no time).
+    pub commits_ns: Vec<u64>,
     /// Groups whose buddy was searched, per operation of the N tasks.
     pub groups_scanned_per_op: f64,
     /// Cache lines moved between CPUs, per operation of the N tasks (the group state words
@@ -331,9 +401,50 @@ pub struct Point {
     pub real_s: f64,
 }
 
-/// The allocator and volume of a point: seed 003's fs, cold.
+/// The allocator and volume of a point: seed 003's fs (or the image's layout), cold.
 fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
-    mount_with(cfg, n, cfg.fs.device.service_ns())
+    match &cfg.image {
+        Some(path) => {
+            let settings = [format!(
+                "prefetch_test_before_set={}",
+                u8::from(cfg.patched)
+            )];
+            mount_image(path, n.max(2), &settings, !cfg.cached_bitmaps)
+        }
+        None => mount_with(cfg, n, cfg.fs.device.service_ns()),
+    }
+}
+
+/// An allocator over an ext4 image's layout, or a layout file's ([`crate::image::Layout`]),
+/// for `cpus` CPUs, the 6.18 preset with `settings`; `lazy`: bitmaps read when first needed.
+fn mount_image(
+    path: &std::path::Path,
+    cpus: u32,
+    settings: &[String],
+    lazy: bool,
+) -> Result<(Volume, Allocator), BenchError> {
+    use crate::image::{Image, ImageStart, Layout, OpenOptions};
+    let peer = |e: &dyn std::fmt::Display| BenchError::Peer(format!("{}: {e}", path.display()));
+    let layout = if Layout::is_layout_file(path) {
+        Layout::load(path).map_err(|e| peer(&e))?
+    } else {
+        let img = Image::open(path, OpenOptions::default()).map_err(|e| peer(&e))?;
+        Layout::of_image(&ImageStart::load(&img).map_err(|e| peer(&e))?)
+    };
+    let vol = Volume::from_parts(layout.geo, layout.used.clone(), layout.inodes_per_group);
+    let a = Allocator::builder(layout.geo)
+        .source(Box::new(layout.source()?))
+        .cpus(cpus)
+        .tunables(crate::bench::tunables(
+            Policy::Linux618,
+            &layout.geo,
+            cpus,
+            settings,
+        )?)
+        .lazy(lazy)
+        .prefetch_threads(0)
+        .build()?;
+    Ok((vol, a))
 }
 
 /// [`mount`] with reads of `read_ns` each (0 for the plain timings of [`calibrate`]).
@@ -463,25 +574,8 @@ pub fn time_operations_on_image(
     ops: u32,
     reps: u32,
 ) -> Result<OpTiming, BenchError> {
-    let peer = |e: &dyn std::fmt::Display| BenchError::Peer(format!("{}: {e}", path.display()));
-    let img = crate::image::Image::open(path, crate::image::OpenOptions::default())
-        .map_err(|e| peer(&e))?;
-    let start = crate::image::ImageStart::load(&img).map_err(|e| peer(&e))?;
-    let vol = Volume::from_parts(start.geo, start.used.clone(), start.inodes_per_group);
-    let source = start.source()?;
     let settings = [format!("prefetch_test_before_set={}", u8::from(patched))];
-    let a = Allocator::builder(start.geo)
-        .source(Box::new(source))
-        .cpus(2)
-        .tunables(crate::bench::tunables(
-            Policy::Linux618,
-            &start.geo,
-            2,
-            &settings,
-        )?)
-        .lazy(true)
-        .prefetch_threads(0)
-        .build()?;
+    let (vol, a) = mount_image(path, 2, &settings, true)?;
     time_on(&vol, &a, "image", patched, cadence, ops, reps)
 }
 
@@ -500,6 +594,14 @@ pub struct Cadence {
 pub const KERNEL_CADENCE: Cadence = Cadence {
     warm: 1_987,
     commit_every: 3_070,
+};
+
+/// The 16-core machine's kernel on the same image (docs/measurements/
+/// kernel-fallocate3-xeon16.json): 3,393 operations in its 5 s traced window (679 a second),
+/// after 2 s of warm-up at that rate (1,358), a commit every 5 s.
+pub const XEON16_CADENCE: Cadence = Cadence {
+    warm: 1_358,
+    commit_every: 3_393,
 };
 
 /// Operations counted at the kernel's cadence: about its 10 s measuring window (6,040 traced).
@@ -722,47 +824,55 @@ impl Cycles {
     }
 }
 
+/// When the tasks of a run stop.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// Each task its `want` operations, then more (not counted) until every task has
+    /// counted its own, so that no task's counted operations run with fewer tasks around.
+    Ops(usize),
+    /// Every task once the window's last commit has ended ([`Window::cycles`]).
+    Cycles(Cycles),
+    /// Every task once its clock has passed this virtual time ([`Timed`]).
+    Until(u64),
+}
+
 /// What the tasks of one run share besides the allocator.
 struct Tasks {
-    /// Tasks that have counted all their operations.
+    /// Tasks that have counted all their operations ([`Stop::Ops`]).
     done: AtomicUsize,
     journal: Journal,
-    /// With cycles, every task stops once the window's last commit has ended
-    /// ([`Window::cycles`]); else each runs its `want` operations.
-    cycles: Option<Cycles>,
+    stop: Stop,
 }
 
 impl Tasks {
-    /// Whether a task with `ops` operations done goes on (`want`: operations it counts).
-    fn more(&self, ops: usize, want: usize, n: usize) -> bool {
-        if let Some(c) = &self.cycles {
-            self.journal.window_end(c).is_none()
-        } else {
-            ops < want || self.done.load(Ordering::Relaxed) < n
+    /// Whether a task with `ops` operations done, its clock at `now`, goes on.
+    fn more(&self, ops: usize, now: u64, n: usize) -> bool {
+        match &self.stop {
+            Stop::Ops(want) => ops < *want || self.done.load(Ordering::Relaxed) < n,
+            Stop::Cycles(c) => self.journal.window_end(c).is_none(),
+            Stop::Until(end) => now < *end,
         }
     }
 }
 
-/// CPU `me`'s task: `warm + ops` operations, then more (not counted) until every task has
-/// counted its own, so that no task's counted operations run with fewer tasks around.
-/// Returns the ends of its operations, ns.
+/// CPU `me`'s task: operations until `shared.stop` says it is done. Returns the ends of its
+/// operations, ns.
 fn cpu_loop(
     me: usize,
     ino: u64,
     s: &Arc<Sched>,
     a: &Allocator,
     vol: &Volume,
-    want: usize,
     shared: &Tasks,
 ) -> Result<Vec<u64>, BenchError> {
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
-    while shared.more(ends.len(), want, n) && s.clock(me) < MAX_VIRTUAL_NS {
+    while shared.more(ends.len(), s.clock(me), n) && s.clock(me) < MAX_VIRTUAL_NS {
         operation(me, s, a, vol, &mut f, &shared.journal)?;
         ends.push(s.clock(me));
         shared.journal.ops.fetch_add(1, Ordering::Relaxed);
-        if ends.len() == want {
+        if matches!(shared.stop, Stop::Ops(want) if ends.len() == want) {
             shared.done.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -782,27 +892,25 @@ struct Ran {
     forced: u64,
 }
 
-/// Runs `n` tasks, one per virtual CPU, on `a`: each `want` operations, or (with `cycles`)
-/// until the window's last commit has ended.
+/// Runs `n` tasks, one per virtual CPU, on `a` until `stop`.
 fn run_tasks(
     s: &Arc<Sched>,
     a: &Allocator,
     vol: &Volume,
     first_ino: u64,
-    want: usize,
-    cycles: Option<Cycles>,
+    stop: Stop,
     commit_interval_ns: u64,
 ) -> Result<Ran, BenchError> {
     let n = s.clocks().len();
     let shared = Tasks {
         done: AtomicUsize::new(0),
         journal: Journal::new(commit_interval_ns),
-        cycles,
+        stop,
     };
     let bodies = (0..n)
         .map(|me| {
             let shared = &shared;
-            move || cpu_loop(me, first_ino + me as u64, s, a, vol, want, shared)
+            move || cpu_loop(me, first_ino + me as u64, s, a, vol, shared)
         })
         .collect();
     let ends = super::on_cpus(s, bodies)?;
@@ -815,7 +923,7 @@ fn run_tasks(
 }
 
 /// Runs `cfg` on `n` virtual CPUs: one task alone on the cold mount for `mount_ops`
-/// operations (the reads of a first use), then `n` tasks.
+/// operations (the reads of a first use; none when 0), then `n` tasks.
 pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     if n == 0 || n as usize > MAX_VCPUS || cfg.ops == 0 {
         return Err(BenchError::Peer(format!(
@@ -826,52 +934,49 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     }
     let t0 = Instant::now();
     let (vol, a) = mount(cfg, n)?;
-    let costs = Costs::fallocate3(Machine::Server);
+    let costs = Costs::fallocate3(cfg.machine);
     let alone = Sched::with_device(
         1,
-        costs.clone(),
+        costs.clone().on_cpus(1),
         Device::new(cfg.fs.device.depth()),
         cfg.slack_ns,
     );
-    let mount_ends = run_tasks(
-        &alone,
-        &a,
-        &vol,
-        FIRST_FILE_INO + MAX_VCPUS as u64,
-        cfg.mount_ops as usize,
-        None,
-        cfg.commit_interval_ns,
-    )?;
-    let first_op_ns = mount_ends
-        .ends
-        .first()
-        .and_then(|e| e.first().copied())
-        .unwrap_or(0);
+    let mut first_op_ns = 0;
+    if cfg.mount_ops > 0 {
+        let stop = Stop::Ops(cfg.mount_ops as usize);
+        let mount_ends = run_tasks(
+            &alone,
+            &a,
+            &vol,
+            FIRST_FILE_INO + MAX_VCPUS as u64,
+            stop,
+            cfg.commit_interval_ns,
+        )?;
+        first_op_ns = mount_ends.ends[0].first().copied().unwrap_or(0);
+    }
     // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
     let device = alone.device().rebased(alone.clock(0));
-    let s = Sched::with_device(n as usize, costs, device, cfg.slack_ns);
+    let s = Sched::with_device(n as usize, costs.on_cpus(n), device, cfg.slack_ns);
     if cfg.bg_locks > 0 {
         s.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
     }
     let before = a.stats();
     let warm = cfg.warm_ops as usize;
-    let counted = cfg.ops.div_ceil(n).max(2);
+    let counted = cfg.ops.div_ceil(n).max(2) as usize;
     // One commit cycle of warm-up (the tasks' start and the mount's state behind them),
     // then the counted ones.
     let cycles = Cycles::new(cfg);
-    let ran = run_tasks(
-        &s,
-        &a,
-        &vol,
-        FIRST_FILE_INO,
-        warm + counted as usize,
-        cycles,
-        cfg.commit_interval_ns,
-    )?;
+    let stop = match (cfg.timed, cycles) {
+        (Some(t), _) => Stop::Until(t.end_ns()),
+        (None, Some(c)) => Stop::Cycles(c),
+        (None, None) => Stop::Ops(warm + counted),
+    };
+    let ran = run_tasks(&s, &a, &vol, FIRST_FILE_INO, stop, cfg.commit_interval_ns)?;
     let after = a.stats();
-    let window = match &cycles {
-        Some(c) => Window::cycles(&ran, c)?,
-        None => Window::ops(&ran.ends, warm, counted as usize),
+    let window = match stop {
+        Stop::Until(_) => Window::timed(&ran.ends, cfg.timed.unwrap_or(Timed::KERNEL)),
+        Stop::Cycles(c) => Window::cycles(&ran, &c)?,
+        Stop::Ops(_) => Window::ops(&ran.ends, warm, counted),
     };
     let all_ops = ran.ends.iter().map(Vec::len).sum::<usize>().max(1) as f64;
     Ok(Point {
@@ -880,6 +985,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         counted_ops: window.ops,
         window_ns: window.ns,
         short_cycles: window.short_cycles,
+        commits_ns: ran.commits.iter().map(|c| c.ns).collect(),
         forced_commits: ran.forced,
         first_op_ns,
         mount_io: alone.io_stats(),
@@ -923,6 +1029,35 @@ impl Window {
             ops_per_s: spans.iter().map(|&d| counted as f64 * 1e9 / d as f64).sum(),
             ops: (counted * ends.len()) as u64,
             ns: spans.iter().sum(),
+            short_cycles: 0,
+        }
+    }
+
+    /// The kernel script's count ([`Timed`]): each task's operations that start in the
+    /// window (the first at 0, each next one at its predecessor's end), over the time from
+    /// the window's start to the end of its last counted one, summed. A task that starts
+    /// none counts 0.
+    fn timed(ends: &[Vec<u64>], t: Timed) -> Window {
+        let (mut rate, mut ops, mut ns) = (0.0, 0u64, 0u64);
+        for e in ends {
+            let starts = std::iter::once(0).chain(e.iter().copied());
+            let counted: Vec<u64> = starts
+                .zip(e)
+                .filter(|&(start, _)| start >= t.warm_ns && start < t.end_ns())
+                .map(|(_, &end)| end)
+                .collect();
+            let Some(&last) = counted.last() else {
+                continue;
+            };
+            let span = (last - t.warm_ns).max(1);
+            rate += counted.len() as f64 * 1e9 / span as f64;
+            ops += counted.len() as u64;
+            ns += span;
+        }
+        Window {
+            ops_per_s: rate,
+            ops,
+            ns,
             short_cycles: 0,
         }
     }
@@ -1245,4 +1380,59 @@ mod cycle_tests {
         assert_eq!(two.end(&log), None);
         assert_eq!(two.end(&[log[0], log[2], at(4_000, 2_000)]), Some(2));
     }
+}
+
+/// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
+/// costs ([`Config::kernel_image`]): one point per task count, base side.
+pub fn image_curve(
+    path: &std::path::Path,
+    machine: Machine,
+    timed: Timed,
+    vcpus: &[u32],
+) -> Result<Vec<Point>, BenchError> {
+    let cfg = Config::kernel_image(path, machine, timed);
+    vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
+}
+
+/// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
+/// what the tasks met (commits, forced ones, groups scanned, lines moved).
+pub fn render_image(points: &[Point], timed: Timed) -> String {
+    use std::fmt::Write;
+    let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
+    let mut t = format!(
+        "fallocate3 on the image, base, {} s of warm-up and {} s counted as the kernel script \
+         runs\n{:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>11} {:>7}  commits at, s\n",
+        timed.warm_ns as f64 / 1e9,
+        timed.count_ns as f64 / 1e9,
+        "tasks",
+        "ops/s",
+        "per task",
+        "vs one",
+        "forced",
+        "groups/op",
+        "lines/op",
+        "host s"
+    );
+    for p in points {
+        let per = p.ops_per_s / f64::from(p.vcpus);
+        let at: Vec<String> = p
+            .commits_ns
+            .iter()
+            .map(|&ns| format!("{:.2}", ns as f64 / 1e9))
+            .collect();
+        let _ = writeln!(
+            t,
+            "{:>5} {:>9.1} {:>9.1} {:>9} {:>7} {:>9.1} {:>11.1} {:>7.1}  {}",
+            p.vcpus,
+            p.ops_per_s,
+            per,
+            one.map_or("-".into(), |o| format!("{:.3}", per / o)),
+            p.forced_commits,
+            p.groups_scanned_per_op,
+            p.line_transfers_per_op,
+            p.real_s,
+            at.join(" ")
+        );
+    }
+    t
 }
