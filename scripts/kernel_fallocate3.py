@@ -110,10 +110,11 @@ def fallocate3(mnt, warmup, seconds):
     return warm, n / (time.perf_counter() - t0)
 
 
-def tasks_rate(mnt, n, warmup, seconds):
+def tasks_rate(mnt, n, warmup, seconds, window=None):
     """`n` processes, each fallocate3's loop on its own file, started together: after
     `warmup` seconds each counts its operations for `seconds`. Returns each task's ops/s and
-    when they started (`time.perf_counter`, the monotonic clock)."""
+    when they started (`time.perf_counter`, the monotonic clock). `window(at, seconds)`, if
+    given, runs in this process while they do (a trace over the counted seconds)."""
     start = time.perf_counter() + 0.2
     pipes, pids = [], []
     for i in range(n):
@@ -145,6 +146,8 @@ def tasks_rate(mnt, n, warmup, seconds):
         os.close(w)
         pipes.append(r)
         pids.append(pid)
+    if window:
+        window(start + warmup, seconds)
     rates = []
     for r, pid in zip(pipes, pids):
         with os.fdopen(r) as f:
@@ -184,7 +187,54 @@ def curve(image, counts, reps, scan, warmup, seconds, commits=False):
             for n in counts]
 
 
-EV_RE = re.compile(r"\s(\d+\.\d+): (ext4_request_blocks|ext4_allocate_blocks|ext4_mballoc_alloc):(.*)")
+EV_RE = re.compile(r"-(\d+)\s+\[\d+\].*?\s(\d+\.\d+): "
+                   r"(ext4_request_blocks|ext4_allocate_blocks|ext4_mballoc_alloc):(.*)")
+EVENTS = ["ext4:ext4_request_blocks", "ext4:ext4_allocate_blocks", "ext4:ext4_mballoc_alloc"]
+
+
+def allocator_time(text):
+    """Per task (pid): allocator calls, seconds inside `ext4_mb_new_blocks` (entry to exit,
+    the mono clock) and groups scanned, summed over the tasks."""
+    calls, inside, grps, start = 0, 0.0, 0, {}
+    for line in text.splitlines():
+        m = EV_RE.search(line)
+        if not m:
+            continue
+        pid, ts, ev, rest = m.group(1), float(m.group(2)), m.group(3), m.group(4)
+        if ev == "ext4_request_blocks":
+            start[pid] = ts
+        elif ev == "ext4_allocate_blocks" and pid in start:
+            calls += 1
+            inside += ts - start.pop(pid)
+        elif ev == "ext4_mballoc_alloc":
+            g = re.search(r"grps (\d+)", rest)
+            grps += int(g.group(1)) if g else 0
+    return calls, inside, grps
+
+
+def traced_tasks(image, n, scan, warmup, seconds):
+    """`n` tasks as `curve` runs them, the allocator's tracepoints on over the counted
+    seconds: per operation of all tasks, the allocator calls, the time inside
+    `ext4_mb_new_blocks` and the groups scanned."""
+    opts = "noinit_itable,mb_optimize_scan=%d" % scan
+    with klab.loopdev(image) as dev, klab.mounted(dev, MOUNT, "ext4", opts):
+        with klab.TraceInstance(EVENTS, filt="dev == %d" % klab.dev_t(dev),
+                                name="klab-f3", buffer_kb=65536) as t:
+            def window(at, secs):
+                while time.perf_counter() < at:
+                    time.sleep(0.001)
+                t.on()
+                time.sleep(secs)
+                t.off()
+            rates, _ = tasks_rate(MOUNT, n, warmup, seconds, window)
+            text = klab.read(t.p("trace"))
+            lost = t.overruns()
+    ops = sum(rates) * seconds
+    calls, inside, grps = allocator_time(text)
+    return {"tasks": n, "ops_per_s": sum(rates), "ops": ops, "lost_events": lost,
+            "allocator_calls": calls, "calls_per_op": calls / max(ops, 1),
+            "allocator_us_per_op": 1e6 * inside / max(ops, 1),
+            "groups_scanned_per_op": grps / max(ops, 1)}
 
 
 def traced_window(mnt, dev, warmup, seconds):
@@ -193,8 +243,7 @@ def traced_window(mnt, dev, warmup, seconds):
     inside `ext4_mb_new_blocks` (entry to exit, the mono clock) and the groups scanned."""
     path = os.path.join(mnt, "willitscale.0")
     fallocate3(mnt, warmup, 0.0)
-    evs = ["ext4:ext4_request_blocks", "ext4:ext4_allocate_blocks", "ext4:ext4_mballoc_alloc"]
-    with klab.TraceInstance(evs, filt="dev == %d" % klab.dev_t(dev), name="klab-f3") as t:
+    with klab.TraceInstance(EVENTS, filt="dev == %d" % klab.dev_t(dev), name="klab-f3") as t:
         t.on()
         t0 = time.perf_counter()
         ops = 0
@@ -208,21 +257,7 @@ def traced_window(mnt, dev, warmup, seconds):
         t.off()
         text = klab.read(t.p("trace"))
         lost = t.overruns()
-    calls, inside, grps, start = 0, 0.0, 0, None
-    for line in text.splitlines():
-        m = EV_RE.search(line)
-        if not m:
-            continue
-        ts, ev, rest = float(m.group(1)), m.group(2), m.group(3)
-        if ev == "ext4_request_blocks":
-            start = ts
-        elif ev == "ext4_allocate_blocks" and start is not None:
-            calls += 1
-            inside += ts - start
-            start = None
-        elif ev == "ext4_mballoc_alloc":
-            g = re.search(r"grps (\d+)", rest)
-            grps += int(g.group(1)) if g else 0
+    calls, inside, grps = allocator_time(text)
     return {"ops": ops, "wall_s": wall, "lost_events": lost, "allocator_calls": calls,
             "calls_per_op": calls / max(ops, 1),
             "allocator_us_per_op": 1e6 * inside / max(ops, 1),
@@ -246,6 +281,9 @@ def main():
                     help="seconds of one more run with the allocator's tracepoints on")
     ap.add_argument("--tasks", help="task counts, e.g. 1,2,4,8,16: the curve instead of --reps "
                     "one-task runs")
+    ap.add_argument("--trace-tasks",
+                    help="task counts, e.g. 2,8: one more run each with the allocator's "
+                    "tracepoints on over its counted seconds")
     ap.add_argument("--commits", action="store_true",
                     help="with --tasks: trace jbd2's commits of each run (when each began)")
     ap.add_argument("--out")
@@ -278,6 +316,10 @@ def main():
             trace = traced_window(MOUNT, dev, a.warmup, a.trace)
             os.unlink(os.path.join(MOUNT, "willitscale.0"))
         klab.log("traced: %s" % trace)
+    traced_tasks_runs = []
+    for n in [int(x) for x in a.trace_tasks.split(",")] if a.trace_tasks else []:
+        traced_tasks_runs.append(traced_tasks(a.image, n, a.scan, a.warmup, a.seconds))
+        klab.log("traced, %d tasks: %s" % (n, traced_tasks_runs[-1]))
     out = {
         "what": "will-it-scale fallocate3 (open-s4c tests/fallocate3.c loop), %s, real ext4, "
                 "cold mount per run" % ("tasks " + a.tasks if counts else "one task"),
@@ -294,6 +336,7 @@ def main():
         "tasks": tasks,
         "cpus": os.cpu_count(),
         "traced": trace,
+        "traced_tasks": traced_tasks_runs or None,
         "median_ops_per_s": statistics.median(r["ops_per_s"] for r in runs) if runs else None,
     }
     text = json.dumps(out, indent=2)

@@ -388,6 +388,12 @@ pub struct Point {
     pub forced_commits: u64,
     /// Short commit cycles the window holds besides its full ones ([`Cycles::full`]).
     pub short_cycles: u64,
+    /// Per counted operation, as the kernel script's `--trace-tasks` counts them ([`Timed`]
+    /// windows only): allocator calls, groups scanned, and µs inside the allocator (summed over
+    /// the tasks, waits included).
+    pub window_calls_per_op: Option<f64>,
+    pub window_groups_per_op: Option<f64>,
+    pub window_alloc_us_per_op: Option<f64>,
     /// When each of the tasks' commits ended, virtual ns from the tasks' start (the kernel
     /// script's `--commits` records when each began; the model's commits take no time).
     pub commits_ns: Vec<u64>,
@@ -666,7 +672,8 @@ fn operation(
     vol: &Volume,
     f: &mut File,
     journal: &Journal,
-) -> Result<(), BenchError> {
+) -> Result<OpStats, BenchError> {
+    let mut op = OpStats::default();
     let outside = s.costs().outside_ns;
     s.work(me, outside / 2);
     // open(O_TRUNC): the last round's blocks go back, and wait for jbd2's next commit
@@ -678,8 +685,16 @@ fn operation(
     let mut retries = 0;
     while f.place < FILE_BLOCKS {
         let req = f.request(Pattern::Fallocate2, FILE_BLOCKS - f.place, me as u32, vol);
-        match a.allocate(&req) {
-            Ok(got) => f.add(got.extent),
+        let t0 = s.clock(me);
+        let got = a.allocate(&req);
+        // `ext4_mb_new_blocks` from entry to exit, as the kernel script's trace times it.
+        op.alloc_ns += s.clock(me) - t0;
+        op.calls += 1;
+        match got {
+            Ok(got) => {
+                op.groups += u64::from(got.groups_scanned);
+                f.add(got.extent);
+            }
             // ext4_should_retry_alloc: force a commit and try again, three times at most.
             Err(mballoc::Error::NoSpace { pending, .. }) if pending > 0 && retries < 3 => {
                 retries += 1;
@@ -690,7 +705,28 @@ fn operation(
     }
     s.touch(me, TRANSACTION, Access::Write, None);
     s.work(me, outside - outside / 2);
-    Ok(())
+    Ok(op)
+}
+
+/// What one operation's allocator calls did, as `scripts/kernel_fallocate3.py
+/// --trace-tasks` reads them from the kernel's tracepoints.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct OpStats {
+    /// Allocator calls (`ext4_mb_new_blocks`), the ones that found no space among them.
+    calls: u64,
+    /// Groups whose buddy the calls scanned (the successful calls': the kernel's
+    /// `ext4_mballoc_alloc` fires for those only).
+    groups: u64,
+    /// Virtual ns inside the calls, waits included.
+    alloc_ns: u64,
+}
+
+impl std::ops::AddAssign for OpStats {
+    fn add_assign(&mut self, o: OpStats) {
+        self.calls += o.calls;
+        self.groups += o.groups;
+        self.alloc_ns += o.alloc_ns;
+    }
 }
 
 /// jbd2 as the tasks see it: when the running transaction commits, and the commits so far.
@@ -855,8 +891,8 @@ impl Tasks {
     }
 }
 
-/// CPU `me`'s task: operations until `shared.stop` says it is done. Returns the ends of its
-/// operations, ns.
+/// CPU `me`'s task: operations until `shared.stop` says it is done. Returns the end of each
+/// of its operations, ns, and what its allocator calls did.
 fn cpu_loop(
     me: usize,
     ino: u64,
@@ -864,13 +900,13 @@ fn cpu_loop(
     a: &Allocator,
     vol: &Volume,
     shared: &Tasks,
-) -> Result<Vec<u64>, BenchError> {
+) -> Result<Vec<(u64, OpStats)>, BenchError> {
     let mut f = File::new(ino);
     let mut ends = Vec::new();
     let n = s.clocks().len();
     while shared.more(ends.len(), s.clock(me), n) && s.clock(me) < MAX_VIRTUAL_NS {
-        operation(me, s, a, vol, &mut f, &shared.journal)?;
-        ends.push(s.clock(me));
+        let op = operation(me, s, a, vol, &mut f, &shared.journal)?;
+        ends.push((s.clock(me), op));
         shared.journal.ops.fetch_add(1, Ordering::Relaxed);
         if matches!(shared.stop, Stop::Ops(want) if ends.len() == want) {
             shared.done.fetch_add(1, Ordering::Relaxed);
@@ -886,6 +922,8 @@ fn cpu_loop(
 struct Ran {
     /// Each task's operation ends, ns.
     ends: Vec<Vec<u64>>,
+    /// What each of those operations' allocator calls did.
+    ops: Vec<Vec<OpStats>>,
     /// The commits of the run, in order.
     commits: Vec<Commit>,
     /// Commits forced by an ENOSPC.
@@ -913,10 +951,17 @@ fn run_tasks(
             move || cpu_loop(me, first_ino + me as u64, s, a, vol, shared)
         })
         .collect();
-    let ends = super::on_cpus(s, bodies)?;
+    let ops: Vec<Vec<(u64, OpStats)>> = super::on_cpus(s, bodies)?;
     let commits = shared.journal.log().clone();
     Ok(Ran {
-        ends,
+        ends: ops
+            .iter()
+            .map(|o| o.iter().map(|&(end, _)| end).collect())
+            .collect(),
+        ops: ops
+            .into_iter()
+            .map(|o| o.into_iter().map(|(_, op)| op).collect())
+            .collect(),
         commits,
         forced: shared.journal.forced.load(Ordering::Relaxed),
     })
@@ -974,7 +1019,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     let ran = run_tasks(&s, &a, &vol, FIRST_FILE_INO, stop, cfg.commit_interval_ns)?;
     let after = a.stats();
     let window = match stop {
-        Stop::Until(_) => Window::timed(&ran.ends, cfg.timed.unwrap_or(Timed::KERNEL)),
+        Stop::Until(_) => Window::timed(&ran, cfg.timed.unwrap_or(Timed::KERNEL)),
         Stop::Cycles(c) => Window::cycles(&ran, &c)?,
         Stop::Ops(_) => Window::ops(&ran.ends, warm, counted),
     };
@@ -986,6 +1031,9 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
         window_ns: window.ns,
         short_cycles: window.short_cycles,
         commits_ns: ran.commits.iter().map(|c| c.ns).collect(),
+        window_calls_per_op: window.per_op(|c| c.calls as f64),
+        window_groups_per_op: window.per_op(|c| c.groups as f64),
+        window_alloc_us_per_op: window.per_op(|c| c.alloc_ns as f64 / 1e3),
         forced_commits: ran.forced,
         first_op_ns,
         mount_io: alone.io_stats(),
@@ -1011,9 +1059,16 @@ pub struct Window {
     pub ns: u64,
     /// Short commit cycles inside a window of cycles ([`Cycles::full`]).
     pub short_cycles: u64,
+    /// The counted operations' allocator calls ([`Window::timed`] only).
+    calls: Option<OpStats>,
 }
 
 impl Window {
+    /// `f` of the counted operations' calls, per counted operation.
+    fn per_op(&self, f: impl Fn(&OpStats) -> f64) -> Option<f64> {
+        self.calls.as_ref().map(|c| f(c) / self.ops.max(1) as f64)
+    }
+
     /// Each task's rate over its operations `warm..warm + counted` (from the end of its last
     /// warm-up operation, or its start, to the end of its last counted one), summed: a few
     /// operations soon after the mount, before the first commit.
@@ -1030,6 +1085,7 @@ impl Window {
             ops: (counted * ends.len()) as u64,
             ns: spans.iter().sum(),
             short_cycles: 0,
+            calls: None,
         }
     }
 
@@ -1037,28 +1093,33 @@ impl Window {
     /// window (the first at 0, each next one at its predecessor's end), over the time from
     /// the window's start to the end of its last counted one, summed. A task that starts
     /// none counts 0.
-    fn timed(ends: &[Vec<u64>], t: Timed) -> Window {
+    fn timed(ran: &Ran, t: Timed) -> Window {
         let (mut rate, mut ops, mut ns) = (0.0, 0u64, 0u64);
-        for e in ends {
+        let mut calls = OpStats::default();
+        for (e, stats) in ran.ends.iter().zip(&ran.ops) {
             let starts = std::iter::once(0).chain(e.iter().copied());
-            let counted: Vec<u64> = starts
-                .zip(e)
+            let counted: Vec<(u64, OpStats)> = starts
+                .zip(e.iter().zip(stats))
                 .filter(|&(start, _)| start >= t.warm_ns && start < t.end_ns())
-                .map(|(_, &end)| end)
+                .map(|(_, (&end, &op))| (end, op))
                 .collect();
-            let Some(&last) = counted.last() else {
+            let Some(&(last, _)) = counted.last() else {
                 continue;
             };
             let span = (last - t.warm_ns).max(1);
             rate += counted.len() as f64 * 1e9 / span as f64;
             ops += counted.len() as u64;
             ns += span;
+            for &(_, op) in &counted {
+                calls += op;
+            }
         }
         Window {
             ops_per_s: rate,
             ops,
             ns,
             short_cycles: 0,
+            calls: Some(calls),
         }
     }
 
@@ -1090,6 +1151,7 @@ impl Window {
             ops,
             ns,
             short_cycles: (last - cycles.count) as u64,
+            calls: None,
         })
     }
 }
@@ -1343,6 +1405,66 @@ pub fn render(curves: &[Curve]) -> String {
     t
 }
 
+/// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
+/// costs ([`Config::kernel_image`]): one point per task count, base side.
+pub fn image_curve(
+    path: &std::path::Path,
+    machine: Machine,
+    timed: Timed,
+    vcpus: &[u32],
+) -> Result<Vec<Point>, BenchError> {
+    let cfg = Config::kernel_image(path, machine, timed);
+    vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
+}
+
+/// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
+/// what the tasks met (commits, forced ones, groups scanned, lines moved).
+pub fn render_image(points: &[Point], timed: Timed) -> String {
+    use std::fmt::Write;
+    let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
+    let mut t = format!(
+        "fallocate3 on the image, base, {} s of warm-up and {} s counted as the kernel script \
+         runs; calls, groups and allocator µs per counted operation\n{:>5} {:>9} {:>9} {:>9} \
+         {:>6} {:>7} {:>9} {:>7} {:>11} {:>7}  commits at, s\n",
+        timed.warm_ns as f64 / 1e9,
+        timed.count_ns as f64 / 1e9,
+        "tasks",
+        "ops/s",
+        "per task",
+        "vs one",
+        "calls",
+        "groups",
+        "alloc µs",
+        "forced",
+        "lines/op",
+        "host s"
+    );
+    for p in points {
+        let per = p.ops_per_s / f64::from(p.vcpus);
+        let at: Vec<String> = p
+            .commits_ns
+            .iter()
+            .map(|&ns| format!("{:.2}", ns as f64 / 1e9))
+            .collect();
+        let _ = writeln!(
+            t,
+            "{:>5} {:>9.1} {:>9.1} {:>9} {:>6.2} {:>7.1} {:>9.1} {:>7} {:>11.1} {:>7.1}  {}",
+            p.vcpus,
+            p.ops_per_s,
+            per,
+            one.map_or("-".into(), |o| format!("{:.3}", per / o)),
+            p.window_calls_per_op.unwrap_or(f64::NAN),
+            p.window_groups_per_op.unwrap_or(f64::NAN),
+            p.window_alloc_us_per_op.unwrap_or(f64::NAN),
+            p.forced_commits,
+            p.line_transfers_per_op,
+            p.real_s,
+            at.join(" ")
+        );
+    }
+    t
+}
+
 #[cfg(test)]
 mod cycle_tests {
     use super::{Commit, Cycles};
@@ -1380,59 +1502,4 @@ mod cycle_tests {
         assert_eq!(two.end(&log), None);
         assert_eq!(two.end(&[log[0], log[2], at(4_000, 2_000)]), Some(2));
     }
-}
-
-/// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
-/// costs ([`Config::kernel_image`]): one point per task count, base side.
-pub fn image_curve(
-    path: &std::path::Path,
-    machine: Machine,
-    timed: Timed,
-    vcpus: &[u32],
-) -> Result<Vec<Point>, BenchError> {
-    let cfg = Config::kernel_image(path, machine, timed);
-    vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
-}
-
-/// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
-/// what the tasks met (commits, forced ones, groups scanned, lines moved).
-pub fn render_image(points: &[Point], timed: Timed) -> String {
-    use std::fmt::Write;
-    let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
-    let mut t = format!(
-        "fallocate3 on the image, base, {} s of warm-up and {} s counted as the kernel script \
-         runs\n{:>5} {:>9} {:>9} {:>9} {:>7} {:>9} {:>11} {:>7}  commits at, s\n",
-        timed.warm_ns as f64 / 1e9,
-        timed.count_ns as f64 / 1e9,
-        "tasks",
-        "ops/s",
-        "per task",
-        "vs one",
-        "forced",
-        "groups/op",
-        "lines/op",
-        "host s"
-    );
-    for p in points {
-        let per = p.ops_per_s / f64::from(p.vcpus);
-        let at: Vec<String> = p
-            .commits_ns
-            .iter()
-            .map(|&ns| format!("{:.2}", ns as f64 / 1e9))
-            .collect();
-        let _ = writeln!(
-            t,
-            "{:>5} {:>9.1} {:>9.1} {:>9} {:>7} {:>9.1} {:>11.1} {:>7.1}  {}",
-            p.vcpus,
-            p.ops_per_s,
-            per,
-            one.map_or("-".into(), |o| format!("{:.3}", per / o)),
-            p.forced_commits,
-            p.groups_scanned_per_op,
-            p.line_transfers_per_op,
-            p.real_s,
-            at.join(" ")
-        );
-    }
-    t
 }

@@ -564,4 +564,6 @@ mod tests;
 #[cfg(test)]
 mod tests003;
 #[cfg(test)]
+mod tests003_xeon16;
+#[cfg(test)]
 mod tests16;
