@@ -78,11 +78,15 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     if let Some(path) = &a.seed003_image {
         use mballoc_lab::vcpus::fallocate3 as f3;
         let timed = f3::Timed::seconds(2, a.counted_s);
-        let points = f3::image_curve(path, machine, timed, &a.vcpus).map_err(other)?;
+        // The seed's switch and the lab's `line_ns` are the settings these runs take.
+        let patched = a.settings.iter().any(|s| s == "prefetch_test_before_set=1");
+        let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
+        let points = f3::image_curve(path, machine, timed, patched, lab.line_ns, &a.vcpus)
+            .map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
         }
-        return super::emit::out(&f3::render_image(&points, timed));
+        return super::emit::out(&f3::render_image(&points, timed, patched));
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
         std::fs::create_dir_all(d).map_err(other)?;

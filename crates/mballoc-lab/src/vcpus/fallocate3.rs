@@ -266,6 +266,8 @@ pub struct Config {
     /// Count as the kernel script's `--tasks` runs do ([`Timed`]) instead of by operations
     /// or commit cycles.
     pub timed: Option<Timed>,
+    /// The lab's `line_ns`: every line transfer and hand-off at this cost (a what-if).
+    pub line_ns: Option<u64>,
 }
 
 /// The kernel script's protocol (`scripts/kernel_fallocate3.py --tasks`): every task starts
@@ -315,6 +317,7 @@ impl Config {
             machine: Machine::Server,
             image: None,
             timed: None,
+            line_ns: None,
         }
     }
 
@@ -979,7 +982,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     }
     let t0 = Instant::now();
     let (vol, a) = mount(cfg, n)?;
-    let costs = Costs::fallocate3(cfg.machine);
+    let costs = Costs::fallocate3(cfg.machine).with_line_ns(cfg.line_ns);
     let alone = Sched::with_device(
         1,
         costs.clone().on_cpus(1),
@@ -1406,26 +1409,38 @@ pub fn render(curves: &[Curve]) -> String {
 }
 
 /// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
-/// costs ([`Config::kernel_image`]): one point per task count, base side.
+/// costs ([`Config::kernel_image`]): one point per task count, base side or (`patched`) with
+/// seed 003's `prefetch_test_before_set`.
 pub fn image_curve(
     path: &std::path::Path,
     machine: Machine,
     timed: Timed,
+    patched: bool,
+    line_ns: Option<u64>,
     vcpus: &[u32],
 ) -> Result<Vec<Point>, BenchError> {
-    let cfg = Config::kernel_image(path, machine, timed);
+    let cfg = Config {
+        patched,
+        line_ns,
+        ..Config::kernel_image(path, machine, timed)
+    };
     vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
 }
 
 /// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
 /// what the tasks met (commits, forced ones, groups scanned, lines moved).
-pub fn render_image(points: &[Point], timed: Timed) -> String {
+pub fn render_image(points: &[Point], timed: Timed, patched: bool) -> String {
     use std::fmt::Write;
     let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
     let mut t = format!(
-        "fallocate3 on the image, base, {} s of warm-up and {} s counted as the kernel script \
+        "fallocate3 on the image, {}, {} s of warm-up and {} s counted as the kernel script \
          runs; calls, groups and allocator µs per counted operation\n{:>5} {:>9} {:>9} {:>9} \
          {:>6} {:>7} {:>9} {:>7} {:>11} {:>7}  commits at, s\n",
+        if patched {
+            "patched (prefetch_test_before_set=1)"
+        } else {
+            "base"
+        },
         timed.warm_ns as f64 / 1e9,
         timed.count_ns as f64 / 1e9,
         "tasks",
