@@ -78,11 +78,11 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     if let Some(path) = &a.seed003_image {
         use mballoc_lab::vcpus::fallocate3 as f3;
         let timed = f3::Timed::seconds(2, a.counted_s);
-        // The seed's switch and the lab's `line_ns` are the settings these runs take.
+        // The seed's switch and the lab's line costs are the settings these runs take.
         let patched = a.settings.iter().any(|s| s == "prefetch_test_before_set=1");
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        let points = f3::image_curve(path, machine, timed, patched, lab.line_ns, &a.vcpus)
-            .map_err(other)?;
+        let points =
+            f3::image_curve(path, machine, timed, patched, &lab, &a.vcpus).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
         }

@@ -100,6 +100,14 @@ pub const XEON16_F3_OUTSIDE_NS_PER_OP: f64 = 56_005.0;
 /// operation; the kernel's traced window 324.4 and 5.96). A count, the same on every machine.
 pub const XEON16_F3_POINTS_PER_OP: f64 = 65_007.0;
 
+/// Lines another core wrote last, visited many at a time (`scripts/line_reads.c`: 2,048
+/// shuffled lines, medians of 4 CPU pairs × 3 runs there, of 3 runs here;
+/// docs/measurements/line-reads.json): ns a line with independent loads and with a locked OR
+/// on each, against 72.6 / 117.2 ns when each load waits for the last. A core keeps about ten
+/// such misses in flight.
+pub const XEON16_OVERLAP_NS: (u64, u64) = (6, 12);
+pub const LOCAL_OVERLAP_NS: (u64, u64) = (6, 15);
+
 /// Published core-to-core latency (AnandTech, Zen 4 review, "up to 79.5 ns" across CCXs).
 pub const SERVER_TRANSFER_NS: u64 = 80;
 /// This machine: `scripts/line_transfer.c`.
@@ -257,6 +265,16 @@ impl Machine {
         }
     }
 
+    /// What a load and a locked operation of a line another core wrote cost when many such
+    /// are in flight ([`XEON16_OVERLAP_NS`]); the others take this machine's figures (the
+    /// seeds' AMD 9654 is of this machine's family; nothing was measured on a Kunpeng).
+    fn overlap(self) -> (u64, u64) {
+        match self {
+            Machine::Xeon16 => XEON16_OVERLAP_NS,
+            _ => LOCAL_OVERLAP_NS,
+        }
+    }
+
     /// Cache-line transfer and lock hand-off, ns.
     fn lines(self) -> (u64, u64) {
         match self {
@@ -308,6 +326,10 @@ pub struct Costs {
     /// With the incremental checksum (`bitmap_csum=incremental`): what a marking's checksum
     /// costs instead, ns, whatever the bitmap's size.
     pub csum_flip_ns: Option<f64>,
+    /// With `line_overlap`: what a load and a write of a line that no other CPU is moving
+    /// cost the issuing CPU ([`Machine::overlap`]); the line stays in flight for the whole
+    /// transfer, so a CPU that wants it meanwhile waits as before.
+    pub overlap_ns: Option<(u64, u64)>,
 }
 
 impl Costs {
@@ -330,6 +352,16 @@ impl Costs {
             csum_4k_ns,
             ceiling: 1.0,
             csum_flip_ns: None,
+            overlap_ns: None,
+        }
+    }
+
+    /// With `on`, a transfer of a line that no other CPU is moving costs the issuing CPU the
+    /// machine's overlapped figure ([`Machine::overlap`]) instead of a whole transfer.
+    pub fn with_line_overlap(self, on: bool) -> Costs {
+        Costs {
+            overlap_ns: on.then(|| self.machine.overlap()),
+            ..self
         }
     }
 
@@ -417,6 +449,7 @@ impl Costs {
             csum_4k_ns: 0.0,
             ceiling: 1.0,
             csum_flip_ns: None,
+            overlap_ns: None,
         }
     }
 

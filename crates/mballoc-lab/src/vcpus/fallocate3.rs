@@ -268,6 +268,8 @@ pub struct Config {
     pub timed: Option<Timed>,
     /// The lab's `line_ns`: every line transfer and hand-off at this cost (a what-if).
     pub line_ns: Option<u64>,
+    /// The lab's `line_overlap` ([`Costs::with_line_overlap`]; a what-if).
+    pub line_overlap: bool,
 }
 
 /// The kernel script's protocol (`scripts/kernel_fallocate3.py --tasks`): every task starts
@@ -318,6 +320,7 @@ impl Config {
             image: None,
             timed: None,
             line_ns: None,
+            line_overlap: false,
         }
     }
 
@@ -982,7 +985,9 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     }
     let t0 = Instant::now();
     let (vol, a) = mount(cfg, n)?;
-    let costs = Costs::fallocate3(cfg.machine).with_line_ns(cfg.line_ns);
+    let costs = Costs::fallocate3(cfg.machine)
+        .with_line_ns(cfg.line_ns)
+        .with_line_overlap(cfg.line_overlap);
     let alone = Sched::with_device(
         1,
         costs.clone().on_cpus(1),
@@ -1410,18 +1415,19 @@ pub fn render(curves: &[Curve]) -> String {
 
 /// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
 /// costs ([`Config::kernel_image`]): one point per task count, base side or (`patched`) with
-/// seed 003's `prefetch_test_before_set`.
+/// seed 003's `prefetch_test_before_set`; of `lab`'s settings, its line costs.
 pub fn image_curve(
     path: &std::path::Path,
     machine: Machine,
     timed: Timed,
     patched: bool,
-    line_ns: Option<u64>,
+    lab: &crate::workload::LabSettings,
     vcpus: &[u32],
 ) -> Result<Vec<Point>, BenchError> {
     let cfg = Config {
         patched,
-        line_ns,
+        line_ns: lab.line_ns,
+        line_overlap: lab.line_overlap,
         ..Config::kernel_image(path, machine, timed)
     };
     vcpus.iter().map(|&n| run_point(&cfg, n)).collect()

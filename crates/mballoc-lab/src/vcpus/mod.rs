@@ -353,6 +353,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let costs = Costs::new(cfg.machine, cfg.optimize_scan())
         .with_incremental_csum(lab.incremental_csum)
         .with_line_ns(lab.line_ns)
+        .with_line_overlap(lab.line_overlap)
         .on_cpus(n);
     let s = Sched::new(n as usize, costs);
     if lab.bg_locks > 0 {

@@ -402,11 +402,15 @@ impl Sched {
             st.stats_of(me).folio_refs += 1;
         }
         let line = st.lines.entry(addr).or_default();
+        // With `line_overlap`, a CPU that finds the line still in flight waits for it and for
+        // its whole transfer (what follows depends on it); one that finds it settled pays
+        // what one of many independent misses costs, while the line itself stays in flight.
+        let overlap = self.costs.overlap_ns;
         let (cost, waited) = match access {
             Access::Load if line.sharers & bit != 0 || line.sharers == 0 => (0, 0),
             Access::Load => {
                 line.sharers |= bit;
-                (transfer, 0)
+                (overlap.map_or(transfer, |o| o.0.min(transfer)), 0)
             }
             Access::Write if line.sharers & !bit == 0 => {
                 line.sharers = bit;
@@ -416,7 +420,10 @@ impl Sched {
                 let start = now.max(line.free_at);
                 line.free_at = start + transfer;
                 line.sharers = bit;
-                (start - now + transfer, start - now)
+                match overlap {
+                    Some((_, rmw)) if start == now => (rmw.min(transfer), 0),
+                    _ => (start - now + transfer, start - now),
+                }
             }
         };
         st.clock[me] += cost;

@@ -180,6 +180,49 @@ fn the_same_configuration_gives_the_same_bytes() {
     assert!(a.contains("\"calls\""));
 }
 
+/// `line_overlap`: a write of a settled line another CPU wrote costs the overlapped figure; a
+/// write of a line still in flight waits for it and pays a whole transfer, as without.
+#[test]
+fn line_overlap_prices_settled_lines_apart_from_lines_in_flight() {
+    use mballoc::vcpu::Access;
+    let line = |i: usize| 0x1000 + 64 * i;
+    // CPU 0 writes 10 lines at 0; CPU 1 writes the same 10 at 5,000 (each settled).
+    let settled = |overlap: bool| {
+        let s = Sched::new(2, Costs::flat(0, 80, 80, 0).with_line_overlap(overlap));
+        on_all(&s, |me, h| {
+            h.sched.work(me, 5_000 * me as u64);
+            (0..10).for_each(|i| h.sched.touch(me, line(i), Access::Write, None));
+        });
+        s.clocks()[1]
+    };
+    let (_, write) = Costs::flat(0, 80, 80, 0)
+        .with_line_overlap(true)
+        .overlap_ns
+        .unwrap();
+    assert!(write < 80, "{write}");
+    assert_eq!(settled(false), 5_800);
+    assert_eq!(settled(true), 5_000 + 10 * write);
+    // CPU 1 writes a line at 0, CPU 0 takes it at 100 (settled), CPU 1 wants it back at 110,
+    // while it is still in flight: it waits until 180 and pays a whole transfer either way.
+    let in_flight = |overlap: bool| {
+        let s = Sched::new(2, Costs::flat(0, 80, 80, 0).with_line_overlap(overlap));
+        on_all(&s, |me, h| {
+            if me == 1 {
+                h.sched.touch(me, line(0), Access::Write, None);
+                h.sched.work(me, 110);
+            } else {
+                h.sched.work(me, 100);
+            }
+            h.sched.touch(me, line(0), Access::Write, None);
+        });
+        s.clocks()
+    };
+    assert_eq!(in_flight(false), vec![180, 260]);
+    assert_eq!(in_flight(true), vec![100 + write, 260]);
+    let e = crate::workload::LabSettings::parse(&["line_overlap=2".to_string()]).unwrap_err();
+    assert!(e.to_string().contains("line_overlap"), "{e}");
+}
+
 /// `line_ns` replaces the machine's line transfer and hand-off, nothing else: on one CPU
 /// (no line ever moves) the rate is the same, on six the dearer lines cost calls and their
 /// transfers cost their new price.

@@ -122,6 +122,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead of the machine's measured figure (a what-if; default: the machine's)",
     ),
     (
+        "line_overlap",
+        "virtual CPUs: 1 = a transfer of a line no other CPU is moving costs the issuing CPU the measured cost of one of many independent ones (scripts/line_reads.c; loads and locked ops apart), not a whole transfer (a what-if; default 0)",
+    ),
+    (
         "bg_locks",
         "virtual CPUs: group locks shared as the kernel's s_blockgroup_lock shares them, this many hashed spinlocks, group g on lock g mod N (128: NR_BG_LOCKS of a kernel built for 32 or more CPUs); 0: one lock per group (default)",
     ),

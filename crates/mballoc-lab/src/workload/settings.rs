@@ -47,6 +47,10 @@ pub struct LabSettings {
     /// Virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead
     /// of the machine's own figure (`line_ns`): a what-if on an unmeasured interconnect.
     pub line_ns: Option<u64>,
+    /// Virtual CPUs: a transfer of a line no other CPU is moving costs the issuing CPU what
+    /// one of many independent ones costs (`line_overlap`; [`crate::vcpus::cost::Machine`]'s
+    /// measured figures), not the whole transfer: a what-if.
+    pub line_overlap: bool,
     /// Virtual CPUs: the group locks shared as the kernel's `s_blockgroup_lock` shares them,
     /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built
     /// for 32 CPUs or more); 0, the default, one lock per group as the library has.
@@ -77,6 +81,7 @@ impl Default for LabSettings {
             page_size: None,
             incremental_csum: false,
             line_ns: None,
+            line_overlap: false,
             bg_locks: 0,
             tunables: Vec::new(),
         }
@@ -185,6 +190,7 @@ impl LabSettings {
                     }
                     s.line_ns = Some(ns);
                 }
+                "line_overlap" => s.line_overlap = switch(name, v)?,
                 "bg_locks" => {
                     let n = v.parse::<u64>().unwrap_or(u64::MAX);
                     if n != 0 && !(n.is_power_of_two() && n <= 1 << 16) {
