@@ -326,9 +326,9 @@ pub struct Costs {
     /// With the incremental checksum (`bitmap_csum=incremental`): what a marking's checksum
     /// costs instead, ns, whatever the bitmap's size.
     pub csum_flip_ns: Option<f64>,
-    /// With `line_overlap`: what a load and a write of a line that no other CPU is moving
-    /// cost the issuing CPU ([`Machine::overlap`]); the line stays in flight for the whole
-    /// transfer, so a CPU that wants it meanwhile waits as before.
+    /// With `line_overlap`: what a load and a write of a walk's word whose line no other CPU
+    /// is moving cost the issuing CPU ([`Machine::overlap`]); the line stays in flight for the
+    /// whole transfer, so a CPU that wants it meanwhile waits as before.
     pub overlap_ns: Option<(u64, u64)>,
 }
 
@@ -356,8 +356,9 @@ impl Costs {
         }
     }
 
-    /// With `on`, a transfer of a line that no other CPU is moving costs the issuing CPU the
-    /// machine's overlapped figure ([`Machine::overlap`]) instead of a whole transfer.
+    /// With `on`, an access to a walk's word (`Sched::walk_lines`) whose line no other CPU is
+    /// moving costs the issuing CPU the machine's overlapped figure ([`Machine::overlap`])
+    /// instead of a whole transfer.
     pub fn with_line_overlap(self, on: bool) -> Costs {
         Costs {
             overlap_ns: on.then(|| self.machine.overlap()),

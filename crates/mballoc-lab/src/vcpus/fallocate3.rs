@@ -1010,6 +1010,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     // The N tasks' clocks start at 0: the reads of the mount carry over, shifted.
     let device = alone.device().rebased(alone.clock(0));
     let s = Sched::with_device(n as usize, costs.on_cpus(n), device, cfg.slack_ns);
+    s.walk_lines(a.group_state_span());
     if cfg.bg_locks > 0 {
         s.hash_group_locks(a.group_lock_span(), cfg.bg_locks);
     }

@@ -356,6 +356,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         .with_line_overlap(lab.line_overlap)
         .on_cpus(n);
     let s = Sched::new(n as usize, costs);
+    s.walk_lines(a.group_state_span());
     if lab.bg_locks > 0 {
         s.hash_group_locks(a.group_lock_span(), lab.bg_locks);
     }

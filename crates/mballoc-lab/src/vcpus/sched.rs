@@ -172,6 +172,9 @@ struct State {
     bgl: Option<Bgl>,
     /// With `bgl`: the CPU that last held each group's own data (by its lock's address).
     group_last: HashMap<usize, usize>,
+    /// The walk's words ([`Sched::walk_lines`]): with `line_overlap`, the only writes that
+    /// overlap.
+    walk: Option<std::ops::Range<usize>>,
 }
 
 /// `s_blockgroup_lock`: the kernel's groups share `locks` spinlocks, group `g` taking lock
@@ -249,6 +252,7 @@ impl Sched {
                 warm: SchedStats::default(),
                 device,
                 bgl: None,
+                walk: None,
                 group_last: HashMap::default(),
             }),
             costs,
@@ -265,6 +269,14 @@ impl Sched {
     /// other, and a try-lock or `spin_is_locked` on one sees the other held. The lock word
     /// moves with the hashed lock, the group's own data with the group. Set before the CPUs
     /// start.
+    /// The lines of `span` are a walk's (the groups' `bb_state` words,
+    /// `Allocator::group_state_span`): one CPU reads and writes them one group after another,
+    /// no access waiting on the last, so with `line_overlap` their transfers overlap; a
+    /// write to any other line is one the work after it needs, and costs a whole transfer.
+    pub fn walk_lines(&self, span: std::ops::Range<usize>) {
+        self.state().walk = Some(span);
+    }
+
     pub fn hash_group_locks(&self, span: mballoc::GroupLockSpan, locks: u32) {
         assert!(locks.is_power_of_two(), "{locks} hashed group locks");
         self.state().bgl = Some(Bgl { span, locks });
@@ -401,16 +413,21 @@ impl Sched {
         if folio {
             st.stats_of(me).folio_refs += 1;
         }
-        let line = st.lines.entry(addr).or_default();
-        // With `line_overlap`, a CPU that finds the line still in flight waits for it and for
-        // its whole transfer (what follows depends on it); one that finds it settled pays
-        // what one of many independent misses costs, while the line itself stays in flight.
+        // With `line_overlap`, an access to a walk's word that finds its line settled costs
+        // what one of many independent misses costs (the line itself stays in flight for the
+        // whole transfer); an access to any other line, or to a line still in flight, waits
+        // and pays the whole transfer (what follows depends on it).
         let overlap = self.costs.overlap_ns;
+        let walk = st.walk.as_ref().is_some_and(|w| w.contains(&addr));
+        let line = st.lines.entry(addr).or_default();
         let (cost, waited) = match access {
             Access::Load if line.sharers & bit != 0 || line.sharers == 0 => (0, 0),
             Access::Load => {
                 line.sharers |= bit;
-                (overlap.map_or(transfer, |o| o.0.min(transfer)), 0)
+                match overlap {
+                    Some((load, _)) if walk => (load.min(transfer), 0),
+                    _ => (transfer, 0),
+                }
             }
             Access::Write if line.sharers & !bit == 0 => {
                 line.sharers = bit;
@@ -421,7 +438,7 @@ impl Sched {
                 line.free_at = start + transfer;
                 line.sharers = bit;
                 match overlap {
-                    Some((_, rmw)) if start == now => (rmw.min(transfer), 0),
+                    Some((_, rmw)) if start == now && walk => (rmw.min(transfer), 0),
                     _ => (start - now + transfer, start - now),
                 }
             }

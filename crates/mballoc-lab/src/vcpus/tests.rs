@@ -180,32 +180,43 @@ fn the_same_configuration_gives_the_same_bytes() {
     assert!(a.contains("\"calls\""));
 }
 
-/// `line_overlap`: a write of a settled line another CPU wrote costs the overlapped figure; a
-/// write of a line still in flight waits for it and pays a whole transfer, as without.
+/// `line_overlap`: an access to a settled word of a walk (`Sched::walk_lines`) that another
+/// CPU wrote costs the overlapped figure; any other line, or a walk's word still in flight,
+/// waits and costs a whole transfer, as without.
 #[test]
-fn line_overlap_prices_settled_lines_apart_from_lines_in_flight() {
+fn line_overlap_prices_a_walks_settled_words_apart() {
     use mballoc::vcpu::Access;
     let line = |i: usize| 0x1000 + 64 * i;
-    // CPU 0 writes 10 lines at 0; CPU 1 writes the same 10 at 5,000 (each settled).
-    let settled = |overlap: bool| {
+    let walk = 0x1000..0x1000 + 64 * 10;
+    let (_, write) = Costs::flat(0, 80, 80, 0)
+        .with_line_overlap(true)
+        .overlap_ns
+        .unwrap();
+    assert!(write < 80, "{write}");
+    // CPU 0 writes 10 lines at 0; CPU 1 writes the same 10 at 5,000, each settled.
+    let pass = |overlap: bool, is_walk: bool| {
         let s = Sched::new(2, Costs::flat(0, 80, 80, 0).with_line_overlap(overlap));
+        if is_walk {
+            s.walk_lines(walk.clone());
+        }
         on_all(&s, |me, h| {
             h.sched.work(me, 5_000 * me as u64);
             (0..10).for_each(|i| h.sched.touch(me, line(i), Access::Write, None));
         });
         s.clocks()[1]
     };
-    let (_, write) = Costs::flat(0, 80, 80, 0)
-        .with_line_overlap(true)
-        .overlap_ns
-        .unwrap();
-    assert!(write < 80, "{write}");
-    assert_eq!(settled(false), 5_800);
-    assert_eq!(settled(true), 5_000 + 10 * write);
-    // CPU 1 writes a line at 0, CPU 0 takes it at 100 (settled), CPU 1 wants it back at 110,
-    // while it is still in flight: it waits until 180 and pays a whole transfer either way.
+    assert_eq!(pass(false, true), 5_800);
+    assert_eq!(
+        pass(true, false),
+        5_800,
+        "not a walk's words: whole transfers"
+    );
+    assert_eq!(pass(true, true), 5_000 + 10 * write);
+    // CPU 1 writes a walk's word at 0, CPU 0 takes it at 100 (settled), CPU 1 wants it back
+    // at 110, while it is still in flight: it waits until 180 and pays a whole transfer.
     let in_flight = |overlap: bool| {
         let s = Sched::new(2, Costs::flat(0, 80, 80, 0).with_line_overlap(overlap));
+        s.walk_lines(walk.clone());
         on_all(&s, |me, h| {
             if me == 1 {
                 h.sched.touch(me, line(0), Access::Write, None);

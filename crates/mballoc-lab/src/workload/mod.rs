@@ -123,7 +123,7 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
     ),
     (
         "line_overlap",
-        "virtual CPUs: 1 = a transfer of a line no other CPU is moving costs the issuing CPU the measured cost of one of many independent ones (scripts/line_reads.c; loads and locked ops apart), not a whole transfer (a what-if; default 0)",
+        "virtual CPUs: 1 = an access to a group's bb_state word (what a prefetch walk visits) whose line no other CPU is moving costs the issuing CPU the measured cost of one of many independent ones (scripts/line_reads.c), not a whole transfer (a what-if; default 0)",
     ),
     (
         "bg_locks",

@@ -47,9 +47,9 @@ pub struct LabSettings {
     /// Virtual CPUs: every cache-line transfer and lock hand-off costs this many ns instead
     /// of the machine's own figure (`line_ns`): a what-if on an unmeasured interconnect.
     pub line_ns: Option<u64>,
-    /// Virtual CPUs: a transfer of a line no other CPU is moving costs the issuing CPU what
-    /// one of many independent ones costs (`line_overlap`; [`crate::vcpus::cost::Machine`]'s
-    /// measured figures), not the whole transfer: a what-if.
+    /// Virtual CPUs: an access to a group's `bb_state` word (a prefetch walk's) whose line
+    /// no other CPU is moving costs the issuing CPU what one of many independent misses
+    /// costs (`line_overlap`; the machine's measured figures), not a whole transfer: a what-if.
     pub line_overlap: bool,
     /// Virtual CPUs: the group locks shared as the kernel's `s_blockgroup_lock` shares them,
     /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built

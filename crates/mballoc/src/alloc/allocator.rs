@@ -332,6 +332,14 @@ impl Allocator {
             groups: self.groups.len() as u32,
         }
     }
+
+    /// The addresses the groups' `bb_state` words report to a hook: the words a prefetch walk
+    /// reads and (6.18) writes one group after another, none waiting on the last.
+    pub fn group_state_span(&self) -> std::ops::Range<usize> {
+        let addr = |g: u32| self.state.get(g) as *const StateBits as usize;
+        let last = self.groups.len() as u32 - 1;
+        addr(0)..addr(last) + std::mem::size_of::<StateBits>()
+    }
 }
 
 impl Allocator {
