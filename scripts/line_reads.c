@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "pinned.h"
+
 #define LINES 2048
 #define ROUNDS 200
 
@@ -47,21 +49,6 @@ static _Alignas(64) volatile long phase; /* even: the writer's turn; odd: the re
 static int mode;
 static double best;
 static long sink;
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t s;
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
-}
 
 static void *writer(void *arg)
 {

@@ -26,27 +26,14 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "pinned.h"
+
 #define N 20000L
 #define BATCHES 50
 static _Alignas(64) volatile long turn;
 static _Alignas(64) int lock;
 static _Alignas(64) volatile long count;
 static int cpus[2] = {0, 1};
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t s;
-	CPU_ZERO(&s);
-	CPU_SET(cpu, &s);
-	pthread_setaffinity_np(pthread_self(), sizeof(s), &s);
-}
 
 static void *pong(void *arg)
 {
