@@ -42,10 +42,10 @@ pub struct CaseReport {
     /// Blocks whose final on-disk state differs from the kernel's.
     pub final_diff_blocks: u64,
     /// Operations after which the blocks handed back from preallocations differ from the
-    /// kernel's `pa_release` records (see [`ReleaseCheck`]).
+    /// kernel's `pa_release` records (see `ReleaseCheck`).
     pub release_mismatches: u64,
     /// Groups whose buddy build was compared with the kernel's (fresh-mount captures only,
-    /// see [`BuildCheck`]; 0 elsewhere).
+    /// see `BuildCheck`; 0 elsewhere).
     pub buddy_builds_checked: u64,
     /// Of those, the groups whose buddy we built during another request than the kernel did
     /// (or never).

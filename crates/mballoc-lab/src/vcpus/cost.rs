@@ -4,7 +4,7 @@
 //!
 //! | cost | value | source |
 //! |---|---|---|
-//! | allocator work between two points | [`SEG_NS`] × [`Costs::work_scale`] | this machine: `mballoc bench vcpus --calibrate` times the real allocator between its synchronisation points, 1 CPU; scaled so one call costs the kernel's measured `ext4_mb_new_blocks` time |
+//! | allocator work between two points | [`Costs::point_ns`] | this machine: `mballoc bench vcpus --calibrate` times the real allocator between its synchronisation points, 1 CPU; scaled so one call costs the kernel's measured `ext4_mb_new_blocks` time |
 //! | kernel `ext4_mb_new_blocks`, 1 thread | 4,420 ns | this machine, `scripts/kernel_alloc_time.py --reps 3` (docs/performance.md) |
 //! | whole fallocate2 call, 1 process | 1e9 / 127,324 ns (`mb_optimize_scan=0`), 1e9 / 119,170 ns (=1) | this machine, same hour as the line above (docs/performance.md) |
 //! | seed 003's fallocate3: kernel time inside `ext4_mb_new_blocks` per operation, and outside it | 1,595,928 ns, 59,779 ns | this machine, `scripts/kernel_fallocate3.py --fill 1.0 --reps 3 --seconds 10 --trace 10` on an aged 802 GiB image (docs/measurements/kernel-fallocate3.json) |
@@ -327,7 +327,7 @@ pub struct Costs {
     /// costs instead, ns, whatever the bitmap's size.
     pub csum_flip_ns: Option<f64>,
     /// With `line_overlap`: what a load and a write of a walk's word whose line no other CPU
-    /// is moving cost the issuing CPU ([`Machine::overlap`]); the line stays in flight for the
+    /// is moving cost the issuing CPU (`Machine::overlap`); the line stays in flight for the
     /// whole transfer, so a CPU that wants it meanwhile waits as before.
     pub overlap_ns: Option<(u64, u64)>,
 }
@@ -357,7 +357,7 @@ impl Costs {
     }
 
     /// With `on`, an access to a walk's word (`Sched::walk_lines`) whose line no other CPU is
-    /// moving costs the issuing CPU the machine's overlapped figure ([`Machine::overlap`])
+    /// moving costs the issuing CPU the machine's overlapped figure (`Machine::overlap`)
     /// instead of a whole transfer.
     pub fn with_line_overlap(self, on: bool) -> Costs {
         Costs {
@@ -366,7 +366,7 @@ impl Costs {
         }
     }
 
-    /// With `on`, every marking's checksum is the incremental update ([`Machine::csum_flip`])
+    /// With `on`, every marking's checksum is the incremental update (`Machine::csum_flip`)
     /// instead of the whole bitmap's: what the ext4 incremental-CRC RFC would change. The
     /// rest of the call keeps its measured cost (the full checksum was already taken out of
     /// the points), so a call gets cheaper by the difference, inside the group lock.

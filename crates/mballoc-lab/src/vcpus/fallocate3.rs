@@ -242,7 +242,7 @@ pub struct Config {
     /// Unused when `commit_cycles` > 0.
     pub ops: u32,
     /// When > 0, count the operations of this many whole commit cycles instead of `ops`
-    /// ([`Window::cycles`]).
+    /// (`Window::cycles`).
     pub commit_cycles: u32,
     /// jbd2's commit interval, ns (ext4's `commit=` mount option; 5 s by default).
     pub commit_interval_ns: u64,
@@ -392,7 +392,7 @@ pub struct Point {
     /// forced by an ENOSPC (`ext4_should_retry_alloc`).
     pub journal_commits: u64,
     pub forced_commits: u64,
-    /// Short commit cycles the window holds besides its full ones ([`Cycles::full`]).
+    /// Short commit cycles the window holds besides its full ones (`Cycles::full`).
     pub short_cycles: u64,
     /// Per counted operation, as the kernel script's `--trace-tasks` counts them ([`Timed`]
     /// windows only): allocator calls, groups scanned, and µs inside the allocator (summed over
@@ -872,7 +872,7 @@ enum Stop {
     /// Each task its `want` operations, then more (not counted) until every task has
     /// counted its own, so that no task's counted operations run with fewer tasks around.
     Ops(usize),
-    /// Every task once the window's last commit has ended ([`Window::cycles`]).
+    /// Every task once the window's last commit has ended (`Window::cycles`).
     Cycles(Cycles),
     /// Every task once its clock has passed this virtual time ([`Timed`]).
     Until(u64),
@@ -1064,9 +1064,9 @@ pub struct Window {
     pub ops_per_s: f64,
     /// Operations counted, all tasks.
     pub ops: u64,
-    /// Virtual time counted, ns (per task, summed over tasks for [`Window::ops`]).
+    /// Virtual time counted, ns (per task, summed over tasks for `Window::ops`).
     pub ns: u64,
-    /// Short commit cycles inside a window of cycles ([`Cycles::full`]).
+    /// Short commit cycles inside a window of cycles (`Cycles::full`).
     pub short_cycles: u64,
     /// The counted operations' allocator calls ([`Window::timed`] only).
     calls: Option<OpStats>,

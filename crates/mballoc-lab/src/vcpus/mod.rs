@@ -4,7 +4,7 @@
 //! `fallocate2` pattern) through one shared [`Allocator`]; the library's `vcpu-hooks` seam
 //! reports every lock, try-lock, unlock and shared atomic to a [`sched::Sched`] that lets one
 //! CPU run at a time, the one with the earliest virtual clock. Each CPU is a coroutine on the
-//! calling thread ([`coro`]). Work between two points costs what [`cost`] says (measured on
+//! calling thread (`coro`). Work between two points costs what [`cost`] says (measured on
 //! this machine, scaled to the kernel's measured allocator time); waits, hand-offs and
 //! cache-line transfers cost what the interaction costs.
 //! The rest of a `fallocate` call (system call, extent tree, journal handle) is a fixed cost
@@ -500,7 +500,7 @@ pub struct Calibration {
 }
 
 /// Runs `calls` fallocate2 calls (linux-6.18, one thread) twice: once plain, for the time
-/// per call, once with the [`Calibrator`], for where that time goes.
+/// per call, once with the `Calibrator`, for where that time goes.
 pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
     let vol = Volume::new(64 << 30)?;
     let run = |hooked: Option<&Rc<Calibrator>>| -> Result<f64, BenchError> {

@@ -5,7 +5,7 @@
 //! (`age=U`) or measured on its own (the `aging` workload: M2, M4, M7, M9).
 //!
 //! Simplifications, all deterministic for a seed: one task; sizes uniform inside the profile's
-//! buckets **[inferred]** (the profile gives bucket values and weights only); deletion picks the
+//! buckets **\[inferred\]** (the profile gives bucket values and weights only); deletion picks the
 //! youngest of three random live files with probability 0.6, else any live file — an age bias
 //! without Geriatrix's convergence loop; every file is written with buffered writes, fsynced
 //! and closed (placed by delayed allocation).

@@ -1,4 +1,4 @@
-//! The systems of the side-by-side benchmarks, each behind [`RangeAlloc`](super::peer::RangeAlloc).
+//! The systems of the side-by-side benchmarks, each behind [`super::peer::RangeAlloc`].
 
 pub mod ext2fs;
 pub mod first_fit;
