@@ -7,7 +7,7 @@
 //! installed on the thread while it runs (the lab runs them all as coroutines on one thread):
 //! at each hook it charges the work done since the last one to that CPU's virtual clock and
 //! decides which virtual CPU goes next. The allocator itself is
-//! unchanged: the same code runs, only the synchronisation facade ([`crate::sync`]) reports
+//! unchanged: the same code runs, only the synchronisation facade (`crate::sync`) reports
 //! what it is about to do.
 //!
 //! Without a hook installed on the thread, each point costs one thread-local read and a
@@ -61,7 +61,7 @@ pub trait Hook {
     fn bitmap_csum(&self, bytes: u32) {
         let _ = bytes;
     }
-    /// `ext4_mb_mark_context` of group `group` has dropped the group lock ([`crate::sync`]'s
+    /// `ext4_mb_mark_context` of group `group` has dropped the group lock (`crate::sync`'s
     /// `marked`): the flex group's `free_clusters` counter (one per `flex` groups,
     /// [`flex_line`]) is updated and the bitmap's buffer head, taken before the lock, is
     /// released ([`bh_line`]). Default: nothing.
