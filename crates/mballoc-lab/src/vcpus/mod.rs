@@ -130,6 +130,9 @@ pub struct PerCall {
     /// agree on, which the 16-core kernel measured (docs/vcpus.md).
     pub goal_hits: f64,
     pub line_transfers: f64,
+    /// Of those, the groups' `bb_state` words' (a prefetch walk's), by loads and by writes.
+    pub walk_line_loads: f64,
+    pub walk_line_writes: f64,
     /// Virtual ns queued behind other CPUs' writes to a line: the allocator's atomics, and
     /// the journal's lines every handle writes.
     pub line_wait_ns: f64,
@@ -393,6 +396,8 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         goal_collisions: per(collisions as f64),
         goal_hits: per(goal_hits as f64),
         line_transfers: per(st.line_transfers as f64),
+        walk_line_loads: per(st.walk_line_loads as f64),
+        walk_line_writes: per(st.walk_line_writes as f64),
         line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
         journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
         folio_line_wait_ns: per(st.folio_line_wait_ns as f64),

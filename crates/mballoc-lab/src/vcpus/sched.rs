@@ -105,6 +105,10 @@ pub struct SchedStats {
     pub locks: BTreeMap<LockKind, LockStats>,
     /// Cache lines that moved to the CPU that touched them (loads and writes).
     pub line_transfers: u64,
+    /// The part of `line_transfers` on a walk's words ([`Sched::walk_lines`]: the groups'
+    /// `bb_state`), loads and writes.
+    pub walk_line_loads: u64,
+    pub walk_line_writes: u64,
     /// Time spent queued behind another CPU's write to a line.
     pub line_wait_ns: u64,
     /// The part of `line_wait_ns` on the lab's own lines outside the allocator (the
@@ -447,6 +451,12 @@ impl Sched {
         if cost > 0 {
             let stats = st.stats_of(me);
             stats.line_transfers += 1;
+            if walk {
+                match access {
+                    Access::Load => stats.walk_line_loads += 1,
+                    Access::Write => stats.walk_line_writes += 1,
+                }
+            }
             stats.line_wait_ns += waited;
             if marking {
                 stats.marking_line_wait_ns += waited;
