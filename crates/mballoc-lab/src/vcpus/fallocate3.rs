@@ -340,14 +340,14 @@ impl Config {
     }
 }
 
-/// What a point on an image reports as its filesystem: the measured image is seed 003's
-/// 802 GiB at 68 % in use, aged by the kernel (`scripts/kernel_fallocate3.py`), mounted over
-/// a loop device on a file in the page cache (this machine's read cost).
+/// What a point on an image reports as its filesystem: the image gives its size and use
+/// (so a point on one counts by time, [`Timed`], not by the free space's cycles); it was
+/// mounted over a loop device on a file in the page cache (this machine's read cost).
 pub const IMAGE_FS: Fs = Fs {
-    id: "802g-68-image",
+    id: "image",
     machine: "the measuring machine",
-    bytes: 802 * GIB,
-    used: 0.68,
+    bytes: 0,
+    used: 0.0,
     device: DeviceClass::Local,
     neutral: false,
 };
@@ -976,6 +976,11 @@ fn run_tasks(
 /// Runs `cfg` on `n` virtual CPUs: one task alone on the cold mount for `mount_ops`
 /// operations (the reads of a first use; none when 0), then `n` tasks.
 pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
+    if cfg.image.is_some() && cfg.timed.is_none() {
+        return Err(BenchError::Peer(
+            "fallocate3 on an image counts as the kernel script does (a timed window)".into(),
+        ));
+    }
     if n == 0 || n as usize > MAX_VCPUS || cfg.ops == 0 {
         return Err(BenchError::Peer(format!(
             "fallocate3 on {n} vCPUs counting {} operations each: 1..={MAX_VCPUS} vCPUs, at \
