@@ -517,3 +517,50 @@ fn vcpus_run_and_compare_report_counters_and_placement() {
         "{text}"
     );
 }
+
+/// fallocate3 on a stored layout as the kernel script runs it (`--seed003-image`, a short
+/// counted time); what is neither an image nor a layout file, and a bad setting, are refused.
+#[cfg(feature = "vcpus")]
+#[test]
+fn vcpus_fallocate3_runs_on_a_stored_layout() {
+    let layout = format!(
+        "{}/../../docs/measurements/aged-842g-31.layout.gz",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "bench",
+            "threads",
+            "--vcpus",
+            "1",
+            "--seed003-image",
+            layout.as_str(),
+            "--machine",
+            "xeon16",
+            "--counted-s",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let o = mballoc(&args(&["--json"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let points: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let p = &points[0];
+    assert_eq!(p["vcpus"], 1, "{p}");
+    assert!(p["ops_per_s"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["window_alloc_us_per_op"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["window_groups_per_op"].as_f64().unwrap() > 0.0, "{p}");
+    let refused = |args: &[&str], needle: &str| {
+        let o = mballoc(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    };
+    refused(&args(&["--set", "line_overlap=2"]), "line_overlap");
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.img");
+    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    let junk = junk.to_str().unwrap().to_string();
+    let at_junk = ["bench", "threads", "--vcpus", "1", "--seed003-image", &junk];
+    refused(&at_junk, &junk);
+}
