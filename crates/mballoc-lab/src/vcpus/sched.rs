@@ -176,7 +176,7 @@ struct State {
     bgl: Option<Bgl>,
     /// With `bgl`: the CPU that last held each group's own data (by its lock's address).
     group_last: HashMap<usize, usize>,
-    /// The walk's words ([`Sched::walk_lines`]): with `line_overlap`, the only writes that
+    /// The walk's words ([`Sched::walk_lines`]): with `line_overlap`, the only accesses that
     /// overlap.
     walk: Option<std::ops::Range<usize>>,
 }
@@ -275,8 +275,8 @@ impl Sched {
     /// start.
     /// The lines of `span` are a walk's (the groups' `bb_state` words,
     /// `Allocator::group_state_span`): one CPU reads and writes them one group after another,
-    /// no access waiting on the last, so with `line_overlap` their transfers overlap; a
-    /// write to any other line is one the work after it needs, and costs a whole transfer.
+    /// no access waiting on the last, so with `line_overlap` their transfers overlap; an
+    /// access to any other line is one the work after it needs, and costs a whole transfer.
     pub fn walk_lines(&self, span: std::ops::Range<usize>) {
         self.state().walk = Some(span);
     }

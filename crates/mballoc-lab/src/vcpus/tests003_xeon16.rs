@@ -18,11 +18,7 @@ use super::fallocate3::{run_point, Config, Point, Timed};
 const FS: [&str; 2] = ["802g-68", "842g-31"];
 
 fn measurements() -> Value {
-    let path = format!(
-        "{}/../../docs/measurements/kernel-fallocate3-xeon16.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    super::tests16::measurement("kernel-fallocate3-xeon16.json")
 }
 
 /// The kernel's runs on `fs` that counted a curve: per guest, the median total ops/s at each

@@ -14,7 +14,7 @@ use super::*;
 use crate::bench::median;
 
 /// A stored measurement of docs/measurements/.
-fn measurement(file: &str) -> Value {
+pub(super) fn measurement(file: &str) -> Value {
     let path = format!(
         "{}/../../docs/measurements/{file}",
         env!("CARGO_MANIFEST_DIR")
