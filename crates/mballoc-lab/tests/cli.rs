@@ -557,10 +557,44 @@ fn vcpus_fallocate3_runs_on_a_stored_layout() {
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     };
     refused(&args(&["--set", "line_overlap=2"]), "line_overlap");
+    // The allocator's tunables reach the image's mount (a bad value is the mount's error),
+    // and a lab setting the image fixes is refused, not ignored.
+    refused(&args(&["--set", "mb_optimize_scan=x"]), "mb_optimize_scan");
+    refused(&args(&["--set", "prefill=0.5"]), "--set prefill=0.5");
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.img");
     std::fs::write(&junk, vec![7u8; 8192]).unwrap();
     let junk = junk.to_str().unwrap().to_string();
     let at_junk = ["bench", "threads", "--vcpus", "1", "--seed003-image", &junk];
     refused(&at_junk, &junk);
+}
+
+/// Seed 003's points take the run's `--set` on both sides and say so: the allocator's
+/// tunables (a bad value is the mount's error) and the lab's line costs; a fill setting,
+/// which the seed's filesystem fixes, is refused, not ignored.
+#[cfg(feature = "vcpus")]
+#[test]
+fn vcpus_seed003_takes_the_runs_settings_on_both_sides() {
+    let args = |set: &'static str| {
+        [
+            "bench",
+            "threads",
+            "--vcpus",
+            "1",
+            "--seed003",
+            "133g-50-kunpeng",
+            "--set",
+            set,
+        ]
+    };
+    let o = mballoc(&args("line_ns=100"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("both sides: line_ns=100"),
+        "{}",
+        stdout(&o)
+    );
+    let o = mballoc(&args("mb_optimize_scan=x"));
+    assert!(!o.status.success() && stderr(&o).contains("mb_optimize_scan"));
+    fails_with(&args("age=0.5"), &["--set age=0.5"]);
 }

@@ -78,27 +78,21 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     if let Some(path) = &a.seed003_image {
         use mballoc_lab::vcpus::fallocate3 as f3;
         let timed = f3::Timed::seconds(2, a.counted_s);
-        // The seed's switch and the lab's line costs are the settings these runs take.
-        let patched = a.settings.iter().any(|s| s == "prefetch_test_before_set=1");
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        let points =
-            f3::image_curve(path, machine, timed, patched, &lab, &a.vcpus).map_err(other)?;
+        image_settings_apply(&a.settings)?;
+        let points = f3::image_curve(path, machine, timed, &lab, &a.vcpus).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
         }
-        return super::emit::out(&f3::render_image(&points, timed, patched));
+        return super::emit::out(&f3::render_image(&points, timed, &lab.tunables));
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
         std::fs::create_dir_all(d).map_err(other)?;
     }
     if !a.seed003.is_empty() {
-        use mballoc_lab::vcpus::fallocate3::Config;
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        let like = |fs| Config {
-            bg_locks: lab.bg_locks,
-            cached_bitmaps: a.cached_bitmaps,
-            ..Config::new(fs, false).with_commit_cycles(a.commit_cycles)
-        };
+        image_settings_apply(&a.settings)?;
+        let like = |fs| seed003_config(fs, &lab, a.cached_bitmaps, a.commit_cycles);
         return seed003(&a.seed003, &a.vcpus, like, a.svg.as_deref(), a.json);
     }
     if a.series {
@@ -122,7 +116,11 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
             return super::emit::outln(&serde_json::to_string(&rows).map_err(other)?);
         }
         super::emit::out(&mballoc_lab::vcpus::seeds::render(&rows))?;
-        let like = |fs| mballoc_lab::vcpus::fallocate3::Config::new(fs, false);
+        // The same `--set` on both sides of seed 003's pairs, as far as a fallocate3 point
+        // takes it (the fallocate2 rows' windows do not apply); each table's header names
+        // what its two sides ran with.
+        let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
+        let like = |fs| seed003_config(fs, &lab, false, 0);
         return seed003(&["all".into()], &a.vcpus, like, a.svg.as_deref(), false);
     }
     let policies = if a.policies.is_empty() {
@@ -140,6 +138,48 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         return super::emit::outln(&text);
     }
     super::emit::out(&render(&curves))
+}
+
+/// The lab settings a fallocate3 point on virtual CPUs uses (`--seed003`, `--seed003-image`,
+/// seed 003's rows of `--seeds`); the filesystem or the image and the protocol fix the rest
+/// (size, use, counting), so any other is refused rather than silently ignored.
+#[cfg(feature = "vcpus")]
+const IMAGE_LAB_SETTINGS: [&str; 4] = ["line_ns", "line_overlap", "bg_locks", "lazy"];
+
+/// Seed 003's point on `fs` with `lab`'s settings: its tunables on both sides, its line
+/// costs and hashed group locks; `cached` (or `lazy=0`): every bitmap in memory from the
+/// start; `cycles` commit cycles counted (0: a few operations after the mount).
+#[cfg(feature = "vcpus")]
+fn seed003_config(
+    fs: mballoc_lab::vcpus::fallocate3::Fs,
+    lab: &mballoc_lab::workload::LabSettings,
+    cached: bool,
+    cycles: u32,
+) -> mballoc_lab::vcpus::fallocate3::Config {
+    mballoc_lab::vcpus::fallocate3::Config {
+        bg_locks: lab.bg_locks,
+        cached_bitmaps: cached || lab.lazy == Some(false),
+        line_ns: lab.line_ns,
+        line_overlap: lab.line_overlap,
+        tunables: lab.tunables.clone(),
+        ..mballoc_lab::vcpus::fallocate3::Config::new(fs, false).with_commit_cycles(cycles)
+    }
+}
+
+/// Refuses a `--set` that a fallocate3 point would not use, naming it.
+#[cfg(feature = "vcpus")]
+fn image_settings_apply(settings: &[String]) -> Result<(), CliError> {
+    for kv in settings {
+        let name = kv.split_once('=').map_or(kv.as_str(), |(n, _)| n).trim();
+        if !IMAGE_LAB_SETTINGS.contains(&name) && !mballoc::Tunables::NAMES.contains(&name) {
+            return Err(CliError::Usage(format!(
+                "--set {kv}: a fallocate3 point takes the allocator's tunables and the lab \
+                 settings {}; its filesystem or image and its protocol fix the rest",
+                IMAGE_LAB_SETTINGS.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The library's fallocate3 operation on an ext4 image's layout, one task, with a commit at

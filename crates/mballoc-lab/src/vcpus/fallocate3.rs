@@ -270,6 +270,10 @@ pub struct Config {
     pub line_ns: Option<u64>,
     /// The lab's `line_overlap` ([`Costs::with_line_overlap`]; a what-if).
     pub line_overlap: bool,
+    /// Allocator tunables on top of the 6.18 preset and the seed's switch (a run's `--set
+    /// name=value`), applied at the mount as every other point applies its settings; a
+    /// later one wins, so `prefetch_test_before_set=1` here runs the patched side.
+    pub tunables: Vec<String>,
 }
 
 /// The kernel script's protocol (`scripts/kernel_fallocate3.py --tasks`): every task starts
@@ -321,7 +325,31 @@ impl Config {
             timed: None,
             line_ns: None,
             line_overlap: false,
+            tunables: Vec::new(),
         }
+    }
+
+    /// The settings beyond the seed's switch and the protocol, as `--set` spells them: the
+    /// tunables, then the lab's line costs.
+    pub fn extra_settings(&self) -> Vec<String> {
+        let mut v = self.tunables.clone();
+        v.extend(self.line_ns.map(|ns| format!("line_ns={ns}")));
+        if self.line_overlap {
+            v.push("line_overlap=1".into());
+        }
+        v
+    }
+
+    /// The allocator settings of this point's mount: `first` (the device's), the seed's
+    /// switch, then [`Config::tunables`].
+    fn settings(&self, first: Vec<String>) -> Vec<String> {
+        let mut v = first;
+        v.push(format!(
+            "prefetch_test_before_set={}",
+            u8::from(self.patched)
+        ));
+        v.extend(self.tunables.iter().cloned());
+        v
     }
 
     /// The kernel script's runs on its aged image, as `machine` ran them: the image's layout
@@ -416,13 +444,12 @@ pub struct Point {
 /// The allocator and volume of a point: seed 003's fs (or the image's layout), cold.
 fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
     match &cfg.image {
-        Some(path) => {
-            let settings = [format!(
-                "prefetch_test_before_set={}",
-                u8::from(cfg.patched)
-            )];
-            mount_image(path, n.max(2), &settings, !cfg.cached_bitmaps)
-        }
+        Some(path) => mount_image(
+            path,
+            n.max(2),
+            &cfg.settings(Vec::new()),
+            !cfg.cached_bitmaps,
+        ),
         None => mount_with(cfg, n, cfg.fs.device.service_ns()),
     }
 }
@@ -469,11 +496,7 @@ fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator),
     );
     let dev = MemSource::new(geo, &used)?.with_load_cost(std::time::Duration::from_nanos(read_ns));
     let cpus = n.max(2);
-    let mut settings = cfg.fs.device.mount_settings();
-    settings.push(format!(
-        "prefetch_test_before_set={}",
-        u8::from(cfg.patched)
-    ));
+    let settings = cfg.settings(cfg.fs.device.mount_settings());
     let a = Allocator::builder(geo)
         .source(Box::new(dev))
         .cpus(cpus)
@@ -1181,6 +1204,8 @@ pub struct Curve {
     pub bg_locks: u32,
     /// [`Config::cached_bitmaps`].
     pub cached_bitmaps: bool,
+    /// What else both sides ran with: [`Config::tunables`] and the lab's line costs.
+    pub settings: Vec<String>,
     pub base: Vec<Point>,
     pub patched: Vec<Point>,
     pub published: Vec<Published>,
@@ -1261,6 +1286,7 @@ pub fn run_curve(fs: Fs, vcpus: &[u32], like: &Config) -> Result<Curve, BenchErr
         slack_ns: like.slack_ns,
         bg_locks: like.bg_locks,
         cached_bitmaps: like.cached_bitmaps,
+        settings: like.extra_settings(),
         base: side(false)?,
         patched: side(true)?,
         published: published().into_iter().filter(|p| p.fs == fs.id).collect(),
@@ -1355,7 +1381,7 @@ pub fn render(curves: &[Curve]) -> String {
         };
         let _ = writeln!(
             t,
-            "counted: {counted}; scheduler slack {} µs; group locks: {}; bitmaps: {}\n{}",
+            "counted: {counted}; scheduler slack {} µs; group locks: {}; bitmaps: {}{}\n{}",
             c.slack_ns / 1000,
             match c.bg_locks {
                 0 => "one per group".to_string(),
@@ -1365,6 +1391,11 @@ pub fn render(curves: &[Curve]) -> String {
                 "all in memory from the start (the mount's background prefetch done)"
             } else {
                 "cold mount, each read when first needed"
+            },
+            if c.settings.is_empty() {
+                String::new()
+            } else {
+                format!("; both sides: {}", c.settings.join(" "))
             },
             free_space_note(c)
         );
@@ -1420,20 +1451,22 @@ pub fn render(curves: &[Curve]) -> String {
 }
 
 /// The kernel script's `--tasks` runs on its aged image, as the model runs them on `machine`'s
-/// costs ([`Config::kernel_image`]): one point per task count, base side or (`patched`) with
-/// seed 003's `prefetch_test_before_set`; of `lab`'s settings, its line costs.
+/// costs ([`Config::kernel_image`]): one point per task count, linux-6.18 with `lab`'s
+/// allocator tunables (`prefetch_test_before_set=1`: seed 003's patched side), its line costs,
+/// hashed group locks and (`lazy=1`) a cold mount.
 pub fn image_curve(
     path: &std::path::Path,
     machine: Machine,
     timed: Timed,
-    patched: bool,
     lab: &crate::workload::LabSettings,
     vcpus: &[u32],
 ) -> Result<Vec<Point>, BenchError> {
     let cfg = Config {
-        patched,
         line_ns: lab.line_ns,
         line_overlap: lab.line_overlap,
+        bg_locks: lab.bg_locks,
+        cached_bitmaps: !lab.lazy.unwrap_or(false),
+        tunables: lab.tunables.clone(),
         ..Config::kernel_image(path, machine, timed)
     };
     vcpus.iter().map(|&n| run_point(&cfg, n)).collect()
@@ -1441,18 +1474,18 @@ pub fn image_curve(
 
 /// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
 /// what the tasks met (commits, forced ones, groups scanned, lines moved).
-pub fn render_image(points: &[Point], timed: Timed, patched: bool) -> String {
+/// `tunables`: the settings the points ran with (their label).
+pub fn render_image(points: &[Point], timed: Timed, tunables: &[String]) -> String {
     use std::fmt::Write;
     let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
     let mut t = format!(
         "fallocate3 on the image, {}, {} s of warm-up and {} s counted as the kernel script \
          runs; calls, groups and allocator µs per counted operation\n{:>5} {:>9} {:>9} {:>9} \
          {:>6} {:>7} {:>9} {:>7} {:>11} {:>7}  commits at, s\n",
-        if patched {
-            "patched (prefetch_test_before_set=1)"
-        } else {
-            "base"
-        },
+        std::iter::once("linux-6.18")
+            .chain(tunables.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
         timed.warm_ns as f64 / 1e9,
         timed.count_ns as f64 / 1e9,
         "tasks",
