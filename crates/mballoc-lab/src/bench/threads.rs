@@ -218,6 +218,12 @@ impl File {
         }
     }
 
+    /// The file's inode number.
+    #[cfg_attr(not(feature = "vcpus"), allow(dead_code))]
+    pub(crate) fn ino(&self) -> u64 {
+        self.ino
+    }
+
     /// The next W1 request: `chunk` blocks at `place`, built as `pattern` builds it.
     pub(crate) fn request(&self, pattern: Pattern, chunk: u32, cpu: u32, vol: &Volume) -> Request {
         match pattern {

@@ -519,8 +519,8 @@ mod sim {
             ("line_transfers_per_call".into(), pc.line_transfers),
             ("line_wait_ns_per_call".into(), pc.line_wait_ns),
             (
-                "journal_line_wait_ns_per_call".into(),
-                pc.journal_line_wait_ns,
+                "outside_line_wait_ns_per_call".into(),
+                pc.outside_line_wait_ns,
             ),
             ("folio_line_wait_ns_per_call".into(), pc.folio_line_wait_ns),
             (

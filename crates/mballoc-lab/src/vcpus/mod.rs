@@ -10,8 +10,11 @@
 //! The rest of a `fallocate` call (system call, extent tree, journal handle) is a fixed cost
 //! per call, plus the journal's shared lines every handle writes: `start_this_handle` takes
 //! `j_state_lock` for reading and bumps the running transaction's `t_updates` and
-//! `t_outstanding_credits`; `jbd2_journal_stop` drops `t_updates`. Not modelled: the free
-//! clusters `percpu_counter`'s batch flush (one spinlock per 2·N blocks per CPU: under one
+//! `t_outstanding_credits`; `jbd2_journal_stop` drops `t_updates`. And the inode table
+//! block's buffer head, whose reference count each of the call's three
+//! `ext4_mark_inode_dirty` takes and drops: the tasks' files have consecutive inode numbers,
+//! 16 to a block, so up to 16 CPUs write that line (lab setting `inode_bh`). Not modelled:
+//! the free clusters `percpu_counter`'s batch flush (one spinlock per 2·N blocks per CPU: under one
 //! lock per 64 calls at 96 CPUs) and `i_rwsem` (one file per task: never shared).
 //!
 //! Everything a run reports is deterministic — the same configuration gives the same bytes —
@@ -48,6 +51,39 @@ use sched::{Deadlock, LockKind, Sched, MAX_VCPUS};
 const J_STATE_LOCK: usize = 0x40;
 const TRANSACTION: usize = 0x80;
 
+/// The inode table blocks' buffer heads' lines, one 64-byte line a block from here (in the
+/// same never-mapped first page, room for [`INODE_BLOCK_LINES`] blocks).
+const INODE_TABLE_BH: usize = 0x100;
+const INODE_BLOCK_LINES: u64 = (0x1000 - INODE_TABLE_BH as u64) / 0x40;
+
+/// Inodes a 4 KiB inode table block holds (mke2fs's 256-byte inodes).
+const INODES_PER_BLOCK: u64 = 16;
+
+/// The line of the buffer head of the inode table block that holds `ino`: the files the
+/// tasks create one after another take consecutive inode numbers (`find_inode_bit` from the
+/// parent's group), 16 to a block. Blocks past the reserved page wrap (only at more CPUs than
+/// the simulator allows).
+fn inode_bh_line(ino: u64) -> usize {
+    let block = (ino - 1) / INODES_PER_BLOCK % INODE_BLOCK_LINES;
+    INODE_TABLE_BH + 0x40 * block as usize
+}
+
+/// One `ext4_mark_inode_dirty` as its shared line sees it: `__ext4_get_inode_loc` finds the
+/// inode table block's buffer in the CPU's buffer-head LRU and takes a reference (`get_bh`,
+/// an atomic increment of `b_count`); `ext4_mark_iloc_dirty` takes another around
+/// `ext4_do_update_inode`, which copies the inode into the buffer (the inode's own 256
+/// bytes: no other CPU's line), finds the buffer already in the running transaction
+/// (`jbd2_journal_dirty_metadata`'s lockless fast path once `b_modified` is set) and drops
+/// the first (`brelse`); then the second goes. Four writes of `b_count` on one CPU, charged
+/// as the first and the last: a line another CPU wrote moves once, and what follows on the
+/// same CPU finds it here unless another CPU took it in between.
+fn mark_inode_dirty(s: &Sched, me: usize, bh: Option<usize>) {
+    if let Some(line) = bh {
+        s.touch(me, line, Access::Write, None);
+        s.touch(me, line, Access::Write, None);
+    }
+}
+
 /// One simulated configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct VcpuConfig {
@@ -64,6 +100,9 @@ pub struct VcpuConfig {
     /// Virtual time each CPU runs first without counting, ns: a measurement's warm-up.
     pub warmup_ns: u64,
     pub machine: Machine,
+    /// The calls' marks of their inodes share the inode table block's buffer head (the lab
+    /// setting `inode_bh`, which [`VcpuConfig::resolved`] applies; on by default).
+    pub inode_bh: bool,
 }
 
 impl VcpuConfig {
@@ -80,11 +119,13 @@ impl VcpuConfig {
             horizon_ns: 5_000_000,
             warmup_ns: 0,
             machine,
+            inode_bh: true,
         }
     }
 
     /// This configuration with the lab settings `warmup_s` and `duration_s` (virtual seconds)
-    /// in place of its own warm-up and window: what a point runs, and what its report says.
+    /// in place of its own warm-up and window, and `inode_bh` where given: what a point runs,
+    /// and what its report says.
     pub fn resolved(&self) -> Result<VcpuConfig, BenchError> {
         Ok(self.resolved_by(&lab_settings(self)?))
     }
@@ -95,6 +136,7 @@ impl VcpuConfig {
         VcpuConfig {
             warmup_ns: lab.warmup_s.map_or(self.warmup_ns, ns),
             horizon_ns: lab.duration_s.map_or(self.horizon_ns, ns),
+            inode_bh: lab.inode_bh.unwrap_or(self.inode_bh),
             ..self.clone()
         }
     }
@@ -134,9 +176,11 @@ pub struct PerCall {
     pub walk_line_loads: f64,
     pub walk_line_writes: f64,
     /// Virtual ns queued behind other CPUs' writes to a line: the allocator's atomics, and
-    /// the journal's lines every handle writes.
+    /// the lines outside the allocator.
     pub line_wait_ns: f64,
-    pub journal_line_wait_ns: f64,
+    /// The part of `line_wait_ns` outside the allocator: the journal's lines every handle
+    /// writes and the inode table block's buffer head.
+    pub outside_line_wait_ns: f64,
     /// The part of `line_wait_ns` on the buddy folios' reference counts.
     pub folio_line_wait_ns: f64,
     /// The part of `line_wait_ns` on the lines each marking writes after the group lock (flex
@@ -197,15 +241,22 @@ fn cpu_loop(
     let mut forced_commits = 0;
     let half = s.costs().outside_ns / 2;
     let bpg = vol.geo.blocks_per_group();
+    let bh = cfg.inode_bh.then(|| inode_bh_line(f.ino()));
     while s.clock(me) < cfg.warmup_ns + cfg.horizon_ns {
         s.work(me, half);
         // start_this_handle: read_lock(j_state_lock), t_updates, credits, read_unlock.
         s.touch(me, J_STATE_LOCK, Access::Write, None);
         s.touch(me, TRANSACTION, Access::Write, None);
         s.touch(me, J_STATE_LOCK, Access::Write, None);
+        // ext4_mb_new_blocks charges the quota first: dquot_alloc_block marks the inode dirty.
+        mark_inode_dirty(s, me, bh);
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
         let (got, commits) = allocate(a, &req)?;
         s.mark(me, Seg::CallEnd);
+        // ext4_ext_insert_extent's ext4_ext_dirty (the extents live in the inode), then
+        // ext4_alloc_file_blocks' own after the new size.
+        mark_inode_dirty(s, me, bh);
+        mark_inode_dirty(s, me, bh);
         // The window counts the calls that end in it, as the scheduler counts what happens
         // in it (a call begun in the warm-up is counted whole, its waits in part).
         let counted = s.clock(me) >= cfg.warmup_ns;
@@ -399,7 +450,7 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
         walk_line_loads: per(st.walk_line_loads as f64),
         walk_line_writes: per(st.walk_line_writes as f64),
         line_wait_ns: per((st.line_wait_ns - st.outside_line_wait_ns) as f64),
-        journal_line_wait_ns: per(st.outside_line_wait_ns as f64),
+        outside_line_wait_ns: per(st.outside_line_wait_ns as f64),
         folio_line_wait_ns: per(st.folio_line_wait_ns as f64),
         marking_line_wait_ns: per(st.marking_line_wait_ns as f64),
         folio_refs: per(st.folio_refs as f64),

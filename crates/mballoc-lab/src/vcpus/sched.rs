@@ -112,7 +112,8 @@ pub struct SchedStats {
     /// Time spent queued behind another CPU's write to a line.
     pub line_wait_ns: u64,
     /// The part of `line_wait_ns` on the lab's own lines outside the allocator (the
-    /// journal's `j_state_lock` and running transaction).
+    /// journal's `j_state_lock` and running transaction, the inode table blocks' buffer
+    /// heads).
     pub outside_line_wait_ns: u64,
     /// The part of `line_wait_ns` on the buddy cache's folio reference counts
     /// ([`mballoc::vcpu::folio_line`]).

@@ -268,6 +268,53 @@ fn line_ns_prices_every_transfer_and_nothing_else() {
     }
 }
 
+/// `inode_bh`: the tasks' consecutive inodes share their inode table block's buffer head, 16
+/// inodes to a block, and each call's marks of its inode move that line between the CPUs
+/// that share it: one CPU pays nothing for it, two move it at least once a call more than
+/// without it, and queue on it.
+#[test]
+fn neighbouring_inodes_share_their_inode_table_blocks_line() {
+    assert_eq!(inode_bh_line(12), inode_bh_line(13));
+    assert_eq!(inode_bh_line(12), inode_bh_line(16));
+    assert_ne!(inode_bh_line(16), inode_bh_line(17));
+    // In the never-mapped first page, apart from the journal's lines, for any inode.
+    for ino in [12, 139, 4_000_000] {
+        assert!(
+            (TRANSACTION + 0x40..0x1000).contains(&inode_bh_line(ino)),
+            "{ino}"
+        );
+    }
+    let point = |n: u32, bh: &str| {
+        run_point(
+            &small(
+                Policy::Linux618,
+                &["warmup_s=0.0001", bh],
+                Machine::Xeon16,
+                300_000,
+            ),
+            n,
+        )
+        .unwrap()
+    };
+    assert_eq!(point(1, "inode_bh=1").calls, point(1, "inode_bh=0").calls);
+    let (on, off) = (point(2, "inode_bh=1"), point(2, "inode_bh=0"));
+    let (on, off) = (&on.per_call, &off.per_call);
+    assert!(
+        on.line_transfers >= off.line_transfers + 1.0,
+        "{} against {}",
+        on.line_transfers,
+        off.line_transfers
+    );
+    assert!(
+        on.outside_line_wait_ns > off.outside_line_wait_ns,
+        "{} against {}",
+        on.outside_line_wait_ns,
+        off.outside_line_wait_ns
+    );
+    let e = crate::workload::LabSettings::parse(&["inode_bh=2".to_string()]).unwrap_err();
+    assert!(e.to_string().contains("inode_bh"), "{e}");
+}
+
 /// `bg_locks` reaches the allocator's group locks: with every group on one hashed lock, six
 /// CPUs that each allocate in their own groups find the lock busy or wait for it far more
 /// often than with one lock per group. Bad values are errors naming the setting.

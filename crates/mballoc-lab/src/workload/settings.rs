@@ -55,6 +55,11 @@ pub struct LabSettings {
     /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built
     /// for 32 CPUs or more); 0, the default, one lock per group as the library has.
     pub bg_locks: u32,
+    /// Virtual CPUs: every `ext4_mark_inode_dirty` of a fallocate2 call writes the reference
+    /// count of the inode table block's buffer head, a line shared by the CPUs whose inodes
+    /// lie in that block (`inode_bh`; unset: the point's own choice, on for fallocate2; 0:
+    /// the line left out).
+    pub inode_bh: Option<bool>,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -83,6 +88,7 @@ impl Default for LabSettings {
             line_ns: None,
             line_overlap: false,
             bg_locks: 0,
+            inode_bh: None,
             tunables: Vec::new(),
         }
     }
@@ -191,6 +197,7 @@ impl LabSettings {
                     s.line_ns = Some(ns);
                 }
                 "line_overlap" => s.line_overlap = switch(name, v)?,
+                "inode_bh" => s.inode_bh = Some(switch(name, v)?),
                 "bg_locks" => {
                     let n = v.parse::<u64>().unwrap_or(u64::MAX);
                     if n != 0 && !(n.is_power_of_two() && n <= 1 << 16) {
