@@ -79,7 +79,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         use mballoc_lab::vcpus::fallocate3 as f3;
         let timed = f3::Timed::seconds(2, a.counted_s);
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        image_settings_apply(&a.settings)?;
+        settings_apply(&a.settings, IMAGE_LAB_SETTINGS)?;
         let points = f3::image_curve(path, machine, timed, &lab, &a.vcpus).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
@@ -91,7 +91,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     }
     if !a.seed003.is_empty() {
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        image_settings_apply(&a.settings)?;
+        settings_apply(&a.settings, SEED003_LAB_SETTINGS)?;
         let like = |fs| seed003_config(fs, &lab, a.cached_bitmaps, a.commit_cycles);
         return seed003(&a.seed003, &a.vcpus, like, a.svg.as_deref(), a.json);
     }
@@ -140,14 +140,17 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
     super::emit::out(&render(&curves))
 }
 
-/// The lab settings a fallocate3 point on virtual CPUs uses (`--seed003`, `--seed003-image`,
-/// seed 003's rows of `--seeds`); the filesystem or the image and the protocol fix the rest
-/// (size, use, counting), so any other is refused rather than silently ignored.
+/// The lab settings a fallocate3 point on virtual CPUs uses (`--seed003-image`; with `ops`,
+/// `--seed003` and seed 003's rows of `--seeds`); the filesystem or the image and the
+/// protocol fix the rest (size, use, and for an image the counting), so any other is refused
+/// rather than silently ignored.
 #[cfg(feature = "vcpus")]
-const IMAGE_LAB_SETTINGS: [&str; 4] = ["line_ns", "line_overlap", "bg_locks", "lazy"];
+const IMAGE_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "lazy"];
+#[cfg(feature = "vcpus")]
+const SEED003_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "lazy", "ops"];
 
 /// Seed 003's point on `fs` with `lab`'s settings: its tunables on both sides, its line
-/// costs and hashed group locks; `cached` (or `lazy=0`): every bitmap in memory from the
+/// costs, hashed group locks and operations counted (`ops`); `cached` (or `lazy=0`): every bitmap in memory from the
 /// start; `cycles` commit cycles counted (0: a few operations after the mount).
 #[cfg(feature = "vcpus")]
 fn seed003_config(
@@ -162,20 +165,22 @@ fn seed003_config(
         line_ns: lab.line_ns,
         line_overlap: lab.line_overlap,
         tunables: lab.tunables.clone(),
-        ..mballoc_lab::vcpus::fallocate3::Config::new(fs, false).with_commit_cycles(cycles)
+        ..mballoc_lab::vcpus::fallocate3::Config::new(fs, false)
+            .with_commit_cycles(cycles)
+            .with_ops(lab.ops)
     }
 }
 
 /// Refuses a `--set` that a fallocate3 point would not use, naming it.
 #[cfg(feature = "vcpus")]
-fn image_settings_apply(settings: &[String]) -> Result<(), CliError> {
+fn settings_apply(settings: &[String], lab: &[&str]) -> Result<(), CliError> {
     for kv in settings {
         let name = kv.split_once('=').map_or(kv.as_str(), |(n, _)| n).trim();
-        if !IMAGE_LAB_SETTINGS.contains(&name) && !mballoc::Tunables::NAMES.contains(&name) {
+        if !lab.contains(&name) && !mballoc::Tunables::NAMES.contains(&name) {
             return Err(CliError::Usage(format!(
                 "--set {kv}: a fallocate3 point takes the allocator's tunables and the lab \
                  settings {}; its filesystem or image and its protocol fix the rest",
-                IMAGE_LAB_SETTINGS.join(", ")
+                lab.join(", ")
             )));
         }
     }

@@ -69,8 +69,14 @@ pub fn spread_of(runs: &[RunResult], metric: &str) -> f64 {
         .filter_map(|r| r.scalars.get(metric).copied())
         .filter(|x| x.is_finite())
         .collect();
-    let m = median_of(runs, metric);
-    if v.len() < 2 || m == 0.0 || !m.is_finite() {
+    spread_pct(&v, median_of(runs, metric))
+}
+
+/// Half the range of the finite values `v`, in % of `median`; 0 with fewer than two values
+/// or a zero or non-finite median.
+pub fn spread_pct(v: &[f64], median: f64) -> f64 {
+    let v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 || median == 0.0 || !median.is_finite() {
         return 0.0;
     }
     let (lo, hi) = v
@@ -78,7 +84,7 @@ pub fn spread_of(runs: &[RunResult], metric: &str) -> f64 {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
             (l.min(x), h.max(x))
         });
-    (hi - lo) / 2.0 / m.abs() * 100.0
+    (hi - lo) / 2.0 / median.abs() * 100.0
 }
 
 /// The median of a scalar over runs that have it; NaN when none has.

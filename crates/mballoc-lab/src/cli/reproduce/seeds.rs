@@ -471,6 +471,7 @@ const SEED_004: Experiment = Experiment {
                 Expect::Near {
                     published: 300.0,
                     factor: 2.0,
+                    noise: 0.0,
                 },
                 "\"resulting in 8 MiB or 32 MiB extents\" (+300%); the seed's figures are round \
                  words, so its size is judged within a factor of two",

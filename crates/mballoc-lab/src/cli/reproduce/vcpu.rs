@@ -183,6 +183,7 @@ mod model {
             let expect = Expect::Near {
                 published: p.change_pct(),
                 factor: FACTOR,
+                noise: 0.0,
             };
             rep.judged.push(JudgedRow {
                 label,

@@ -30,8 +30,13 @@ pub enum Expect {
     /// The change lies in the published range `[lo, hi]` %, widened by `noise` on each side.
     Within { lo: f64, hi: f64, noise: f64 },
     /// The published change `published` %, matched in sign and within a factor `factor` of
-    /// its size.
-    Near { published: f64, factor: f64 },
+    /// its size, the band widened by `noise` points on each side (0 for a deterministic
+    /// run; our runs' spread where they spread).
+    Near {
+        published: f64,
+        factor: f64,
+        noise: f64,
+    },
     /// The published figure cannot be shown on this machine (why): counted neither for nor
     /// against.
     NotMeasurable(&'static str),
@@ -113,11 +118,16 @@ impl Expect {
                 lo - noise,
                 hi + noise
             ),
-            Expect::Near { published, factor } => format!(
-                "published {published:+.1}%: same sign, within a factor {factor} ({:+.1}% .. {:+.1}%)",
-                published / factor,
-                published * factor
-            ),
+            Expect::Near {
+                published,
+                factor,
+                noise,
+            } => {
+                let (lo, hi) = near_band(published, factor, noise);
+                format!(
+                    "published {published:+.1}%: same sign, within a factor {factor} ({lo:+.1}% .. {hi:+.1}%)"
+                )
+            }
             Expect::NotMeasurable(why) => format!("not measurable here: {why}"),
         }
     }
@@ -141,6 +151,15 @@ impl Expect {
             Expect::Within { lo, hi, noise } => Expect::Within {
                 lo,
                 hi,
+                noise: noise + ours,
+            },
+            Expect::Near {
+                published,
+                factor,
+                noise,
+            } => Expect::Near {
+                published,
+                factor,
                 noise: noise + ours,
             },
             other => other,
@@ -216,13 +235,29 @@ impl Expect {
             Expect::RegressionCost { noise } if d > noise => counted(true),
             Expect::RegressionCost { .. } => better(),
             Expect::Within { lo, hi, noise } => counted(lo - noise <= d && d <= hi + noise),
-            Expect::Near { published, factor } => {
-                let (p, o) = (published.abs(), d.abs());
-                counted(published.signum() == d.signum() && o >= p / factor && o <= p * factor)
+            Expect::Near {
+                published,
+                factor,
+                noise,
+            } => {
+                let (lo, hi) = near_band(published, factor, noise);
+                counted(lo <= d && d <= hi)
             }
             Expect::NotMeasurable(_) => unreachable!("handled above"),
         }
     }
+}
+
+/// The changes a [`Expect::Near`] claim allows: `published / factor` to `published ·
+/// factor` on the published side of zero, each end moved `noise` points outward. With no
+/// noise the band cannot reach zero, so the sign must match.
+fn near_band(published: f64, factor: f64, noise: f64) -> (f64, f64) {
+    assert!(
+        factor >= 1.0 && noise >= 0.0,
+        "factor {factor}, noise {noise}"
+    );
+    let (a, b) = (published / factor, published * factor);
+    (a.min(b) - noise, a.max(b) + noise)
 }
 
 /// One seed's verdict from its judged rows, `(headline, status)`: a headline row is the seed's
@@ -339,12 +374,39 @@ mod tests {
         let n = Expect::Near {
             published: 300.0,
             factor: 2.0,
+            noise: 0.0,
         };
         assert_eq!(st(n, 8192.0, 32768.0), Pass);
         assert_eq!(st(n, 8192.0, 24576.0), Pass); // +200 %
         assert_eq!(st(n, 8192.0, 16384.0), Fail); // +100 % < 150 %
         assert_eq!(st(n, 8192.0, 4096.0), Fail);
         assert_eq!(st(n, 100.0, 800.0), Fail); // +700 % > 600 %
+    }
+
+    /// Our runs' spread widens a factor claim's band at both ends, as every other claim's,
+    /// and on the negative side the band mirrors.
+    #[test]
+    fn near_widens_its_band_by_our_spread() {
+        let n = |published, noise| Expect::Near {
+            published,
+            factor: 2.0,
+            noise,
+        };
+        // +53.4 % published: +26.7 % .. +106.8 %.
+        assert_eq!(st(n(53.4, 0.0), 100.0, 124.0), Fail);
+        let j = n(53.4, 0.0).judge(100.0, 124.0, 3.0);
+        assert_eq!(j.status, Pass, "{}", j.rule);
+        assert!(
+            j.rule.contains("+23.7%") && j.rule.contains("our runs' spread"),
+            "{}",
+            j.rule
+        );
+        assert_eq!(n(53.4, 0.0).judge(100.0, 210.0, 3.0).status, Fail); // +110 > 109.8
+                                                                        // -40 % published: -80 % .. -20 %.
+        assert_eq!(st(n(-40.0, 0.0), 100.0, 70.0), Pass);
+        assert_eq!(st(n(-40.0, 0.0), 100.0, 85.0), Fail);
+        assert_eq!(st(n(-40.0, 6.0), 100.0, 85.0), Pass);
+        assert_eq!(st(n(-40.0, 0.0), 100.0, 110.0), Fail);
     }
 
     #[test]
