@@ -107,25 +107,24 @@ impl Expect {
             }
             Expect::Lower { noise } => format!("lower: change < -{noise:.1}%"),
             Expect::NotHigher { noise } => format!("not worse: change <= +{noise:.1}%"),
-            Expect::NeutralCost { noise } => format!(
-                "neutral (a cost): |change| <= {noise:.1}%; lower is better than published"
-            ),
+            Expect::NeutralCost { noise } => {
+                format!("neutral (a cost): |change| <= {noise:.1}%; lower is better than published")
+            }
             Expect::RegressionCost { noise } => format!(
                 "regression (a cost): change > +{noise:.1}%; otherwise better than published"
             ),
-            Expect::Within { lo, hi, noise } => format!(
-                "published range {lo:+.2}% .. {hi:+.2}%, +-{noise:.2} points: change in {:+.2}% .. {:+.2}%",
-                lo - noise,
-                hi + noise
-            ),
-            Expect::Near {
-                published,
-                factor,
-                noise,
-            } => {
-                let (lo, hi) = near_band(published, factor, noise);
+            Expect::Within { lo, hi, noise } => {
+                let (a, b) = self.changes_allowed().unwrap_or_default();
                 format!(
-                    "published {published:+.1}%: same sign, within a factor {factor} ({lo:+.1}% .. {hi:+.1}%)"
+                    "published range {lo:+.2}% .. {hi:+.2}%, +-{noise:.2} points: change in {a:+.2}% .. {b:+.2}%"
+                )
+            }
+            Expect::Near {
+                published, factor, ..
+            } => {
+                let (a, b) = self.changes_allowed().unwrap_or_default();
+                format!(
+                    "published {published:+.1}%: same sign, within a factor {factor} ({a:+.1}% .. {b:+.1}%)"
                 )
             }
             Expect::NotMeasurable(why) => format!("not measurable here: {why}"),
@@ -163,6 +162,20 @@ impl Expect {
                 noise: noise + ours,
             },
             other => other,
+        }
+    }
+
+    /// The changes a range or factor claim allows, noise included, low to high; `None` for
+    /// the other claims.
+    fn changes_allowed(&self) -> Option<(f64, f64)> {
+        match *self {
+            Expect::Within { lo, hi, noise } => Some((lo - noise, hi + noise)),
+            Expect::Near {
+                published,
+                factor,
+                noise,
+            } => Some(near_band(published, factor, noise)),
+            _ => None,
         }
     }
 
@@ -234,13 +247,8 @@ impl Expect {
             Expect::NeutralCost { noise } => counted(d <= noise),
             Expect::RegressionCost { noise } if d > noise => counted(true),
             Expect::RegressionCost { .. } => better(),
-            Expect::Within { lo, hi, noise } => counted(lo - noise <= d && d <= hi + noise),
-            Expect::Near {
-                published,
-                factor,
-                noise,
-            } => {
-                let (lo, hi) = near_band(published, factor, noise);
+            Expect::Within { .. } | Expect::Near { .. } => {
+                let (lo, hi) = self.changes_allowed().unwrap_or_default();
                 counted(lo <= d && d <= hi)
             }
             Expect::NotMeasurable(_) => unreachable!("handled above"),
