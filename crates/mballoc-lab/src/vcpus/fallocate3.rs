@@ -358,7 +358,9 @@ impl Config {
 
     /// The kernel script's runs on its aged image, as `machine` ran them: the image's layout
     /// (or its layout file's) with every bitmap in memory (the kernel's mount-time prefetch
-    /// has read them all within the 2 s warm-up), no task alone first, counted as `timed`,
+    /// reads them all within seconds of the mount: 0.9-3.4 s on this machine, most of it a
+    /// random start delay, docs/measurements/kernel-prefetch-time.json; so by the end of the
+    /// 2 s warm-up or early in the counted 5 s), no task alone first, counted as `timed`,
     /// base side.
     pub fn kernel_image(path: &std::path::Path, machine: Machine, timed: Timed) -> Config {
         Config {
