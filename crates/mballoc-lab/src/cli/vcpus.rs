@@ -79,19 +79,20 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
         use mballoc_lab::vcpus::fallocate3 as f3;
         let timed = f3::Timed::seconds(2, a.counted_s);
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        settings_apply(&a.settings, IMAGE_LAB_SETTINGS)?;
+        check_fallocate3_settings(&a.settings, IMAGE_LAB_SETTINGS)?;
         let points = f3::image_curve(path, machine, timed, &lab, &a.vcpus).map_err(other)?;
         if a.json {
             return super::emit::outln(&serde_json::to_string(&points).map_err(other)?);
         }
-        return super::emit::out(&f3::render_image(&points, timed, &lab.tunables));
+        // Every `--set` given is one the run used (the others were refused).
+        return super::emit::out(&f3::render_image(&points, timed, &a.settings));
     }
     if let Some(d) = a.svg.as_ref().filter(|_| a.seeds || !a.seed003.is_empty()) {
         std::fs::create_dir_all(d).map_err(other)?;
     }
     if !a.seed003.is_empty() {
         let lab = mballoc_lab::workload::LabSettings::parse(&a.settings).map_err(other)?;
-        settings_apply(&a.settings, SEED003_LAB_SETTINGS)?;
+        check_fallocate3_settings(&a.settings, SEED003_LAB_SETTINGS)?;
         let like = |fs| seed003_config(fs, &lab, a.cached_bitmaps, a.commit_cycles);
         return seed003(&a.seed003, &a.vcpus, like, a.svg.as_deref(), a.json);
     }
@@ -150,8 +151,9 @@ const IMAGE_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "la
 const SEED003_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "lazy", "ops"];
 
 /// Seed 003's point on `fs` with `lab`'s settings: its tunables on both sides, its line
-/// costs, hashed group locks and operations counted (`ops`); `cached` (or `lazy=0`): every bitmap in memory from the
-/// start; `cycles` commit cycles counted (0: a few operations after the mount).
+/// costs, hashed group locks and operations counted (`ops`); `cached` (or `lazy=0`): every
+/// bitmap in memory from the start; `cycles` commit cycles counted (0: a few operations
+/// after the mount).
 #[cfg(feature = "vcpus")]
 fn seed003_config(
     fs: mballoc_lab::vcpus::fallocate3::Fs,
@@ -173,7 +175,7 @@ fn seed003_config(
 
 /// Refuses a `--set` that a fallocate3 point would not use, naming it.
 #[cfg(feature = "vcpus")]
-fn settings_apply(settings: &[String], lab: &[&str]) -> Result<(), CliError> {
+fn check_fallocate3_settings(settings: &[String], lab: &[&str]) -> Result<(), CliError> {
     for kv in settings {
         let name = kv.split_once('=').map_or(kv.as_str(), |(n, _)| n).trim();
         if !lab.contains(&name) && !mballoc::Tunables::NAMES.contains(&name) {

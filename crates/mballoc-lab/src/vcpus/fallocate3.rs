@@ -11,9 +11,10 @@
 //! The filesystem: a fresh mkfs layout of the published size, each group filled to the
 //! published use with 2-16 holes of random sizes at random places (`workload::prefill`,
 //! `Holes::Random`, seed [`Config::fill_seed`], 1 unless a caller asks for another: the lab's
-//! stated pattern for aged filesystems, not tuned to these figures), mounted cold: no bitmap in memory (`lazy`), every group read from the device
-//! when first needed (`super::io`: a read of the device class's service time, on a queue of
-//! its depth), prefetch reads submitted without waiting. One task first runs alone on the
+//! stated pattern for aged filesystems, not tuned to these figures), mounted cold: no bitmap
+//! in memory (`lazy`), every group read from the device when first needed (`super::io`: a
+//! read of the device class's service time, on a queue of its depth), prefetch reads
+//! submitted without waiting. One task first runs alone on the
 //! cold mount (`Config::mount_ops`: the reads of a first use, reported as the time to the
 //! first operation); then the N tasks run, each counting its operations after a warm-up one,
 //! as will-it-scale drops its first samples. So the rates are those of a filesystem whose
@@ -1491,8 +1492,8 @@ pub fn image_curve(
 
 /// [`image_curve`]'s points: total and per-task rates, each task's against one task's, and
 /// what the tasks met (commits, forced ones, groups scanned, lines moved).
-/// `tunables`: the settings the points ran with (their label).
-pub fn render_image(points: &[Point], timed: Timed, tunables: &[String]) -> String {
+/// `settings`: what the points ran with beyond linux-6.18 (their label).
+pub fn render_image(points: &[Point], timed: Timed, settings: &[String]) -> String {
     use std::fmt::Write;
     let one = points.iter().find(|p| p.vcpus == 1).map(|p| p.ops_per_s);
     let mut t = format!(
@@ -1500,7 +1501,7 @@ pub fn render_image(points: &[Point], timed: Timed, tunables: &[String]) -> Stri
          runs; calls, groups and allocator µs per counted operation\n{:>5} {:>9} {:>9} {:>9} \
          {:>6} {:>7} {:>9} {:>7} {:>11} {:>7}  commits at, s\n",
         std::iter::once("linux-6.18")
-            .chain(tunables.iter().map(String::as_str))
+            .chain(settings.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" "),
         timed.warm_ns as f64 / 1e9,
