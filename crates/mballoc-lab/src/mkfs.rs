@@ -62,7 +62,8 @@ pub const MIN_BYTES: u64 = 64 << 20;
 /// Largest supported size (bytes): 2^32 blocks.
 pub const MAX_BYTES: u64 = 16 << 40;
 
-const INODE_SIZE: u64 = 256;
+/// Bytes of an inode (mke2fs's default `inode_size`).
+pub(crate) const INODE_SIZE: u64 = 256;
 /// Group descriptor size with the `64bit` feature.
 const DESC_SIZE: u64 = 64;
 /// Block numbers the resize inode's double-indirect block can hold.

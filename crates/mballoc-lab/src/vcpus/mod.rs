@@ -14,8 +14,8 @@
 //! block's buffer head, whose reference count each of the call's three
 //! `ext4_mark_inode_dirty` takes and drops: the tasks' files have consecutive inode numbers,
 //! 16 to a block, so up to 16 CPUs write that line (lab setting `inode_bh`). Not modelled:
-//! the free clusters `percpu_counter`'s batch flush (one spinlock per 2·N blocks per CPU: under one
-//! lock per 64 calls at 96 CPUs) and `i_rwsem` (one file per task: never shared).
+//! the free clusters `percpu_counter`'s batch flush (one spinlock per 2·N blocks per CPU:
+//! under one lock per 64 calls at 96 CPUs) and `i_rwsem` (one file per task: never shared).
 //!
 //! Everything a run reports is deterministic — the same configuration gives the same bytes —
 //! except `real_s`, the host time it took.
@@ -56,8 +56,9 @@ const TRANSACTION: usize = 0x80;
 const INODE_TABLE_BH: usize = 0x100;
 const INODE_BLOCK_LINES: u64 = (0x1000 - INODE_TABLE_BH as u64) / 0x40;
 
-/// Inodes a 4 KiB inode table block holds (mke2fs's 256-byte inodes).
-const INODES_PER_BLOCK: u64 = 16;
+/// Inodes an inode table block holds, as the lab's mkfs lays them out (16: 256-byte inodes
+/// in 4 KiB blocks).
+const INODES_PER_BLOCK: u64 = crate::mkfs::BLOCK_SIZE / crate::mkfs::INODE_SIZE;
 
 /// The line of the buffer head of the inode table block that holds `ino`: the files the
 /// tasks create one after another take consecutive inode numbers (`find_inode_bit` from the

@@ -36,9 +36,9 @@ const POINTS: [(&str, &[u32]); 4] = [
 /// seconds of thousands of operations, so a point counts hundreds rather than the few that
 /// keep the full curves cheap, and stays under the free space between two commits of every
 /// filesystem run here (967 operations on 133 GiB at 50 %, the smallest).
-/// Measured over [`FILLS`] (docs/vcpus.md, "In reproduce"): with 16 operations the fills spread the rows
-/// by ±0.6 to ±9.9 % (802 GiB at 8 tasks), with 512 by ±0.3 to ±4.5 % but for 15 TiB at 8
-/// tasks, ±8.2 % (±2.9 % with 16). Chosen for what it counts, not for any verdict: 16
+/// Measured over [`FILLS`] (docs/vcpus.md, "In reproduce"): with 16 operations the fills
+/// spread the rows by ±0.6 to ±9.9 % (802 GiB at 8 tasks), with 512 by ±0.3 to ±4.5 % but
+/// for 15 TiB at 8 tasks, ±8.2 % (±2.9 % with 16). Chosen for what it counts, not for any verdict: 16
 /// passes one row more.
 #[cfg(feature = "vcpus")]
 pub const OPS: u32 = 512;
