@@ -250,8 +250,8 @@ fn filesystems(ids: &[String]) -> Result<Vec<mballoc_lab::vcpus::fallocate3::Fs>
 #[cfg(feature = "vcpus")]
 fn timing_header(first: &str) -> String {
     format!(
-        "{first:<28} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8}\n",
-        "patched", "ns/op", "points/op", "ns/point", "calls", "groups"
+        "{first:<28} {:>7} {:>10} {:>10} {:>9} {:>8} {:>8} {:>9} {:>9}\n",
+        "patched", "ns/op", "points/op", "ns/point", "calls", "groups", "walk set", "walk test"
     )
 }
 
@@ -259,13 +259,15 @@ fn timing_header(first: &str) -> String {
 #[cfg(feature = "vcpus")]
 fn timing_row(first: &str, o: &mballoc_lab::vcpus::fallocate3::OpTiming) -> String {
     format!(
-        "{first:<28} {:>7} {:>10.0} {:>10.0} {:>9.2} {:>8.2} {:>8.1}\n",
+        "{first:<28} {:>7} {:>10.0} {:>10.0} {:>9.2} {:>8.2} {:>8.1} {:>9.0} {:>9.0}\n",
         u8::from(o.patched),
         o.ns_per_op,
         o.points_per_op,
         o.ns_per_point,
         o.calls_per_op,
-        o.groups_scanned_per_op
+        o.groups_scanned_per_op,
+        o.walk_sets_per_op,
+        o.walk_tests_per_op
     )
 }
 

@@ -8,7 +8,9 @@
 //! | kernel `ext4_mb_new_blocks`, 1 thread | 4,420 ns | this machine, `scripts/kernel_alloc_time.py --reps 3` (docs/performance.md) |
 //! | whole fallocate2 call, 1 process | 1e9 / 127,324 ns (`mb_optimize_scan=0`), 1e9 / 119,170 ns (=1) | this machine, same hour as the line above (docs/performance.md) |
 //! | seed 003's fallocate3: kernel time inside `ext4_mb_new_blocks` per operation, and outside it | 1,595,928 ns, 59,779 ns | this machine, `scripts/kernel_fallocate3.py --fill 1.0 --reps 3 --seconds 10 --trace 10` on an aged 802 GiB image (docs/measurements/kernel-fallocate3.json) |
-//! | points per fallocate3 operation on that image | 50,551 | counted by `mballoc bench threads --calibrate --seed003-image IMAGE` at the kernel's commit cadence |
+//! | points per fallocate3 operation on that image | 50,777, of them 15,378 prefetch-walk steps | counted by `mballoc bench threads --calibrate --seed003-image IMAGE` at the kernel's commit cadence |
+//! | linux-6.18's prefetch walk in that operation's allocator time | 41.6 % (43.2 ns a step; the rest 26.3 ns a point) | this machine, `scripts/kernel_prefetch_walk.py --reps 3`: perf cpu-clock samples with `ext4_mb_prefetch` on the stack over those with `ext4_mb_new_blocks` (docs/measurements/kernel-prefetch-walk.json) |
+//! | seed 003's walk step over 6.18's | 0.497 | this machine, `scripts/prefetch_walk_cost.py`: the walk on kernel-shaped data with the kernel's return thunk (38.75 ns a 6.18 step, the kernel's 43.2 within 11 %); 0.529 without the thunk (docs/measurements/prefetch-walk-cost.json) |
 //! | cache-line transfer, server | 79.5 ns | AnandTech, Zen 4 core-to-core latency, cross-CCX worst case |
 //! | cache-line transfer, this machine | 29 ns | `scripts/line_transfer.c` ping-pong, fastest batch of 3 × 50 (other runs under load: 320, 578, 661) |
 //! | spinlock hand-off, this machine | 198 ns | `scripts/line_transfer.c` hand-off, fastest batch of 3 × 50 (others: 1,611, 2,596) |
@@ -37,6 +39,11 @@ pub enum Seg {
     Lock(LockKind),
     TryLock(LockKind),
     Unlock(LockKind),
+    /// One group's step of the prefetch walk ending at its test-and-set of the group's read
+    /// mark (linux-6.18's `ext4_mb_prefetch`; `mballoc::vcpu::Hook::walk_step`).
+    WalkSet,
+    /// The same step ending at a plain test of the mark (seed 003's walk).
+    WalkTest,
     Atomic,
     /// From the last point of an allocator call to its return.
     CallEnd,
@@ -49,7 +56,7 @@ impl Seg {
         for k in LockKind::ALL {
             v.extend([Seg::Lock(k), Seg::TryLock(k), Seg::Unlock(k)]);
         }
-        v.extend([Seg::Atomic, Seg::CallEnd]);
+        v.extend([Seg::WalkSet, Seg::WalkTest, Seg::Atomic, Seg::CallEnd]);
         v
     }
 }
@@ -81,9 +88,32 @@ pub const KERNEL_F3_OUTSIDE_NS_PER_OP: f64 = 59_779.0;
 /// same image, read by the lab), with the kernel's commit cadence (a commit every 3,070
 /// operations: 5 s at the kernel's 614 operations a second) over 6,000 operations after the
 /// kernel's 1,987 warm-up ones: `mballoc bench threads --calibrate --seed003-image IMAGE`
-/// (base side). The lab scans 233.8 groups and makes 4.88 allocator calls an operation there,
-/// the kernel 225.8 and 5.38. A count, the same on every machine.
-pub const F3_POINTS_PER_OP: f64 = 50_551.0;
+/// (base side). The lab scans 234.9 groups and makes 4.88 allocator calls an operation there,
+/// the kernel 225.8 and 5.38. A count, the same on every machine; held to the model's own by
+/// `the_fallocate3_counts_are_the_models_on_the_stored_layout`.
+pub const F3_POINTS_PER_OP: f64 = 50_777.0;
+
+/// linux-6.18's prefetch walk (`ext4_mb_prefetch`) inside that operation's allocator time:
+/// of one task's CPU samples with `ext4_mb_new_blocks` on the kernel stack, the share with
+/// `ext4_mb_prefetch` too (perf cpu-clock, 10 s after 2 s of warm-up, every bitmap read by the
+/// mount's prefetch), on the same aged image, median of 3 (`scripts/kernel_prefetch_walk.py`,
+/// docs/measurements/kernel-prefetch-walk.json). Times [`KERNEL_F3_ALLOC_NS_PER_OP`]: the
+/// walk's ns per operation.
+pub const KERNEL_F3_WALK_SHARE: f64 = 0.4161;
+
+/// Of [`F3_POINTS_PER_OP`], the prefetch walk's steps (one a group of each window: the
+/// "walk set" column of the same `--calibrate --seed003-image` run, base side). The kernel's
+/// walk time over these is what a 6.18 step costs ([`Costs::fallocate3`]).
+pub const F3_WALK_STEPS_PER_OP: f64 = 15_378.0;
+
+/// What a seed-003 step (the group's `ext4_group_info` looked up, its mark tested) costs
+/// against a 6.18 step (the descriptor and the group info looked up, the mark set with a
+/// locked RMW), on kernel-shaped data: `scripts/prefetch_walk_cost.c` built with this
+/// machine's kernel's return thunk ("Safe RET", which every kernel `ret` goes through here),
+/// 19.25 against 38.75 ns a group, 0.497 (the 6.18 figure 10 % under the kernel's own 43 ns);
+/// built without it 3.94 against 7.45 ns, 0.529: a step's returns and its locked RMW weigh
+/// alike (`scripts/prefetch_walk_cost.py --runs 3`, docs/measurements/prefetch-walk-cost.json).
+pub const WALK_TEST_OVER_SET: f64 = 0.497;
 
 /// The same fallocate3 on the same aged image (the script's fill is deterministic: 94,885
 /// files made, 30,289 removed, 68.0 % in use on both machines), one task, on the 16-core
@@ -98,7 +128,7 @@ pub const XEON16_F3_OUTSIDE_NS_PER_OP: f64 = 56_005.0;
 /// (`fallocate3::XEON16_CADENCE`): `mballoc bench threads --calibrate --seed003-image IMAGE`,
 /// "every 3,393 ops (xeon16)", base side (316.7 groups scanned and 5.51 allocator calls an
 /// operation; the kernel's traced window 324.4 and 5.96). A count, the same on every machine.
-pub const XEON16_F3_POINTS_PER_OP: f64 = 65_007.0;
+pub const XEON16_F3_POINTS_PER_OP: f64 = 65_299.0;
 
 /// Lines another core wrote last, visited many at a time (`scripts/line_reads.c`: 2,048
 /// shuffled lines, medians of 4 CPU pairs × 3 runs there, of 3 runs here;
@@ -287,6 +317,11 @@ impl Machine {
     }
 }
 
+/// A seed-003 walk step's price from a 6.18 step's ([`WALK_TEST_OVER_SET`]).
+fn test_step(walk_set_ns: f64) -> u64 {
+    (walk_set_ns * WALK_TEST_OVER_SET).round() as u64
+}
+
 /// `table`'s value at `n` (pairs by ascending count): log-linear between two counts, the
 /// first pair's value below it (1 at one CPU), the last pair's past it.
 fn blend(table: &[(u32, f64)], n: u32) -> f64 {
@@ -330,6 +365,12 @@ pub struct Costs {
     /// is moving cost the issuing CPU (`Machine::overlap`); the line stays in flight for the
     /// whole transfer, so a CPU that wants it meanwhile waits as before.
     pub overlap_ns: Option<(u64, u64)>,
+    /// One group's step of the prefetch walk, ns: linux-6.18's (`Seg::WalkSet`) and seed
+    /// 003's (`Seg::WalkTest`). Where the kernel's walk was measured (fallocate3 on this
+    /// machine's costs) its own price; elsewhere a point, and seed 003's step the measured
+    /// share of it ([`WALK_TEST_OVER_SET`]).
+    pub walk_set_ns: u64,
+    pub walk_test_ns: u64,
 }
 
 impl Costs {
@@ -343,9 +384,10 @@ impl Costs {
         // part of the measured call is charged where it happens, the rest over the points.
         // A truncate's frees checksum too; at one extent freed per 128 calls their share of
         // the measured rest of the call (1.1 ns a call) stays in `outside_ns`.
+        let point_ns = ((call_ns - csum_4k_ns).max(0.0) / POINTS_PER_CALL).round() as u64;
         Costs {
             machine,
-            point_ns: ((call_ns - csum_4k_ns).max(0.0) / POINTS_PER_CALL).round() as u64,
+            point_ns,
             transfer_ns,
             handoff_ns,
             outside_ns: (whole - call_ns).max(0.0).round() as u64,
@@ -353,6 +395,8 @@ impl Costs {
             ceiling: 1.0,
             csum_flip_ns: None,
             overlap_ns: None,
+            walk_set_ns: point_ns,
+            walk_test_ns: test_step(point_ns as f64),
         }
     }
 
@@ -402,6 +446,8 @@ impl Costs {
         let slow = |ns: u64| (ns as f64 / c).round() as u64;
         Costs {
             point_ns: slow(self.point_ns),
+            walk_set_ns: slow(self.walk_set_ns),
+            walk_test_ns: slow(self.walk_test_ns),
             outside_ns: slow(self.outside_ns),
             csum_4k_ns: self.csum_4k_ns / c,
             csum_flip_ns: self.csum_flip_ns.map(|f| f / c),
@@ -411,29 +457,39 @@ impl Costs {
     }
 
     /// Seed 003's fallocate3 runs: a point is the kernel's allocator time per fallocate3
-    /// operation over that operation's points, measured on the same layout (32 ns, where a
-    /// fallocate2 point is 82 ns: the kernel's per-call costs spread over ~10,000 points a
-    /// call instead of 52); `outside_ns` is the whole rest of a fallocate3 operation; the
+    /// operation over that operation's points, measured on the same layout (26 ns, the walk's
+    /// steps apart, below; a fallocate2 point is 82 ns: the kernel's per-call costs spread
+    /// over ~10,000 points a call instead of 52); `outside_ns` is the whole rest of a fallocate3 operation; the
     /// interaction costs as [`Costs::new`] with `mb_optimize_scan=1`.
     /// The bitmap checksums stay inside the measured per-operation time as well as being
     /// charged at each marking: about 5 markings × 140 ns against 1.6 ms an operation (0.04 %).
     /// `xeon16` takes its own kernel's figures on the same image ([`XEON16_F3_ALLOC_NS_PER_OP`]);
     /// every other machine this machine's.
+    ///
+    /// The prefetch walk's steps have their own price where the kernel's walk was measured
+    /// (this machine's kernel, the same image: [`KERNEL_F3_WALK_SHARE`] of the allocator time
+    /// over the model's
+    /// [`F3_WALK_STEPS_PER_OP`]), and the points are the rest of the allocator time over the
+    /// rest of the points; on `xeon16`, where the walk was not measured, a step is a point.
     pub fn fallocate3(machine: Machine) -> Costs {
-        let (alloc, points, outside) = match machine {
-            Machine::Xeon16 => (
-                XEON16_F3_ALLOC_NS_PER_OP,
-                XEON16_F3_POINTS_PER_OP,
-                XEON16_F3_OUTSIDE_NS_PER_OP,
-            ),
-            _ => (
-                KERNEL_F3_ALLOC_NS_PER_OP,
-                F3_POINTS_PER_OP,
-                KERNEL_F3_OUTSIDE_NS_PER_OP,
-            ),
+        let (point, walk_set, outside) = match machine {
+            Machine::Xeon16 => {
+                let point = XEON16_F3_ALLOC_NS_PER_OP / XEON16_F3_POINTS_PER_OP;
+                (point, point, XEON16_F3_OUTSIDE_NS_PER_OP)
+            }
+            _ => {
+                let walk = KERNEL_F3_WALK_SHARE * KERNEL_F3_ALLOC_NS_PER_OP;
+                (
+                    (KERNEL_F3_ALLOC_NS_PER_OP - walk) / (F3_POINTS_PER_OP - F3_WALK_STEPS_PER_OP),
+                    walk / F3_WALK_STEPS_PER_OP,
+                    KERNEL_F3_OUTSIDE_NS_PER_OP,
+                )
+            }
         };
         Costs {
-            point_ns: (alloc / points).round() as u64,
+            point_ns: point.round() as u64,
+            walk_set_ns: walk_set.round() as u64,
+            walk_test_ns: test_step(walk_set),
             outside_ns: outside.round() as u64,
             ..Costs::new(machine, true)
         }
@@ -451,6 +507,8 @@ impl Costs {
             ceiling: 1.0,
             csum_flip_ns: None,
             overlap_ns: None,
+            walk_set_ns: point_ns,
+            walk_test_ns: test_step(point_ns as f64),
         }
     }
 
@@ -462,9 +520,14 @@ impl Costs {
         }
     }
 
-    /// The work of a segment ending at `_s`: every kind alike (see the module doc).
-    pub fn segment(&self, _s: Seg) -> u64 {
-        self.point_ns
+    /// The work of a segment ending at `s`: a point, whatever its kind (see the module doc),
+    /// but for the prefetch walk's steps.
+    pub fn segment(&self, s: Seg) -> u64 {
+        match s {
+            Seg::WalkSet => self.walk_set_ns,
+            Seg::WalkTest => self.walk_test_ns,
+            _ => self.point_ns,
+        }
     }
 
     /// Cache lines that move with a lock's data when another CPU held it last.

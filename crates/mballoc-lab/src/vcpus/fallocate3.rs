@@ -552,9 +552,10 @@ fn allocator_part(
     Ok(())
 }
 
-/// Counts the synchronisation points the scheduler would see, and does nothing else.
+/// Counts the synchronisation points the scheduler would see, and does nothing else: every
+/// point, and of them the prefetch walk's steps (sets, tests).
 #[derive(Default)]
-struct PointCounter(std::cell::Cell<u64>);
+struct PointCounter(std::cell::Cell<u64>, std::cell::Cell<[u64; 2]>);
 
 impl PointCounter {
     fn bump(&self) {
@@ -582,6 +583,12 @@ impl Hook for PointCounter {
     fn atomic(&self, _: usize, _: Access) {
         self.bump();
     }
+    fn walk_step(&self, _: usize, rmw: bool) {
+        self.bump();
+        let mut w = self.1.get();
+        w[usize::from(!rmw)] += 1;
+        self.1.set(w);
+    }
     fn folio_ref(&self, _: u64) {
         self.bump();
     }
@@ -597,6 +604,10 @@ pub struct OpTiming {
     /// Synchronisation points of an operation (the same operations under a counting hook).
     pub points_per_op: f64,
     pub ns_per_point: f64,
+    /// Of those points, the prefetch walk's steps: test-and-sets (linux-6.18's, and seed
+    /// 003's of a clear mark) and plain tests (seed 003's of a set one).
+    pub walk_sets_per_op: f64,
+    pub walk_tests_per_op: f64,
     /// Allocator calls per operation (`ext4_mb_new_blocks`).
     pub calls_per_op: f64,
     /// Groups whose buddy was searched, per operation (`ac_groups_scanned`).
@@ -690,6 +701,7 @@ fn time_on(
     let after = a.stats();
     let per_op = |x: u64| x as f64 / f64::from(ops.max(1));
     let points_per_op = per_op(counter.0.get());
+    let [walk_sets, walk_tests] = counter.1.get();
     let mut times = Vec::new();
     for _ in 0..reps.max(1) {
         let t0 = Instant::now();
@@ -706,6 +718,8 @@ fn time_on(
         ns_per_op,
         points_per_op,
         ns_per_point: ns_per_op / points_per_op.max(1.0),
+        walk_sets_per_op: per_op(walk_sets),
+        walk_tests_per_op: per_op(walk_tests),
         calls_per_op: per_op(after.reqs - before.reqs),
         groups_scanned_per_op: per_op(after.groups_scanned - before.groups_scanned),
     })

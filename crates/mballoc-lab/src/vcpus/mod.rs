@@ -542,6 +542,9 @@ impl Hook for Calibrator {
     fn atomic(&self, _: usize, _: Access) {
         self.mark(Seg::Atomic);
     }
+    fn walk_step(&self, _: usize, rmw: bool) {
+        self.mark(if rmw { Seg::WalkSet } else { Seg::WalkTest });
+    }
 }
 
 /// The calibration's result.
@@ -590,7 +593,8 @@ pub fn calibrate(calls: u64) -> Result<Calibration, BenchError> {
     for _ in 0..reps {
         c.mark(Seg::Atomic);
     }
-    let overhead_ns = c.sums.borrow()[Seg::all().len() - 2].0 / reps as f64;
+    let atomic = Seg::all().iter().position(|&x| x == Seg::Atomic);
+    let overhead_ns = c.sums.borrow()[atomic.expect("a key")].0 / reps as f64;
     *c.sums.borrow_mut() = vec![(0.0, 0); Seg::all().len()];
     let installed = vcpu::install(Rc::clone(&c) as Rc<dyn Hook>);
     run(Some(&c))?;

@@ -657,6 +657,15 @@ impl Hook for VcpuHook {
     fn atomic(&self, addr: usize, access: Access) {
         self.sched.touch(self.me, addr, access, Some(Seg::Atomic));
     }
+    /// A prefetch walk's step: the access to the group's state word, with the step's own
+    /// price ([`super::cost::Costs::segment`]) instead of a point's.
+    fn walk_step(&self, addr: usize, rmw: bool) {
+        let (access, seg) = match rmw {
+            true => (Access::Write, Seg::WalkSet),
+            false => (Access::Load, Seg::WalkTest),
+        };
+        self.sched.touch(self.me, addr, access, Some(seg));
+    }
     fn bitmap_csum(&self, bytes: u32) {
         let ns = self.sched.costs.csum_ns(bytes);
         self.sched.work(self.me, ns);

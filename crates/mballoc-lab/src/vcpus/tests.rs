@@ -884,3 +884,37 @@ fn a_small_file_system_forces_commits_a_large_one_does_not() {
     let (large, _) = run(64);
     assert_eq!(large.forced_commits, 0, "{large:?}");
 }
+
+/// A prefetch walk's step costs its own price, not a point's: 6.18's test-and-set and seed
+/// 003's test each at theirs (red when `Costs::segment` or the hook forgets the walk), and a
+/// test leaves the line where it is while a set takes it.
+#[test]
+fn a_walk_step_costs_its_own_price() {
+    let costs = Costs {
+        walk_set_ns: 40,
+        walk_test_ns: 20,
+        ..Costs::flat(7, 100, 100, 0)
+    };
+    let clocks = synthetic(1, costs.clone(), |_, h| {
+        for g in 0..10 {
+            h.walk_step(0x30_000 + g * 64, true);
+        }
+        for g in 0..10 {
+            h.walk_step(0x30_000 + g * 64, false);
+        }
+        h.atomic(0x40_000, Access::Load);
+    });
+    assert_eq!(clocks, vec![10 * 40 + 10 * 20 + 7]);
+    // Two CPUs: the second's tests of marks the first set move the lines once each; a second
+    // round of tests moves nothing.
+    let (_, st) = synthetic_from(2, costs, 0, |me, h| {
+        let g0 = 0x50_000;
+        if me == 0 {
+            (0..10).for_each(|g| h.walk_step(g0 + g * 64, true));
+        } else {
+            h.sched.work(me, 10_000);
+            (0..20).for_each(|g| h.walk_step(g0 + (g % 10) * 64, false));
+        }
+    });
+    assert_eq!(st.line_transfers, 10, "{st:?}");
+}

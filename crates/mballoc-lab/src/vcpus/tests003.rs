@@ -291,3 +291,92 @@ fn fallocate3_costs_are_the_stored_kernel_measurement() {
         warm[warm.len() / 2]
     );
 }
+
+/// The prefetch walk's prices are the stored measurements': the kernel's walk share on the
+/// 802 GiB image, and seed 003's step over 6.18's from the kernel-shaped walk built with the
+/// kernel's return thunk. And that walk reproduces the kernel's own step: its 6.18 figure
+/// within ±15 % of the kernel's walk time over the model's steps (red if the program stops
+/// resembling the kernel's walk, or the stored step count drifts from the model's).
+#[test]
+fn the_walks_prices_are_the_stored_measurements() {
+    use super::cost::{
+        Costs, Machine, F3_WALK_STEPS_PER_OP, KERNEL_F3_ALLOC_NS_PER_OP, KERNEL_F3_WALK_SHARE,
+        WALK_TEST_OVER_SET,
+    };
+    let read = |name: &str| -> serde_json::Value {
+        let path = format!(
+            "{}/../../docs/measurements/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let k = read("kernel-prefetch-walk.json");
+    let img = &k["images"][0];
+    assert_eq!(
+        img["size_bytes"], 861_140_942_848u64,
+        "the 802 GiB image first"
+    );
+    let share = img["median"]["walk_over_alloc"].as_f64().unwrap();
+    assert!(
+        (share - KERNEL_F3_WALK_SHARE).abs() < 5e-4,
+        "{share} against {KERNEL_F3_WALK_SHARE}"
+    );
+    let m = read("prefetch-walk-cost.json");
+    let thunk = &m["builds"]["return_thunk"]["median"];
+    let ratio = thunk["seed003_over_618"].as_f64().unwrap();
+    assert!(
+        (ratio - WALK_TEST_OVER_SET).abs() < 5e-4,
+        "{ratio} against {WALK_TEST_OVER_SET}"
+    );
+    let kernel_step = KERNEL_F3_WALK_SHARE * KERNEL_F3_ALLOC_NS_PER_OP / F3_WALK_STEPS_PER_OP;
+    let mimic = thunk["ns_618"].as_f64().unwrap();
+    assert!(
+        (mimic / kernel_step - 1.0).abs() < 0.15,
+        "the kernel-shaped walk's 6.18 step {mimic} ns against the kernel's {kernel_step:.1}"
+    );
+    let c = Costs::fallocate3(Machine::Local);
+    assert_eq!(c.walk_set_ns, kernel_step.round() as u64);
+    assert_eq!(
+        c.walk_test_ns,
+        (kernel_step * WALK_TEST_OVER_SET).round() as u64
+    );
+    // Where the walk was not measured a step is a point.
+    let x = Costs::fallocate3(Machine::Xeon16);
+    assert_eq!(x.walk_set_ns, x.point_ns);
+}
+
+/// The counts the fallocate3 costs divide by are the model's own on the stored layout of the
+/// kernel's image, at the kernel's cadence: points and walk steps per operation (red when a
+/// library change moves them and the costs are not recounted: `mballoc bench threads
+/// --calibrate --seed003-image IMAGE`).
+#[test]
+fn the_fallocate3_counts_are_the_models_on_the_stored_layout() {
+    use super::cost::{F3_POINTS_PER_OP, F3_WALK_STEPS_PER_OP};
+    use super::fallocate3::{time_operations_on_image, IMAGE_COUNTED_OPS, KERNEL_CADENCE};
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/measurements/aged-802g-68.layout.gz"
+    );
+    let o = time_operations_on_image(
+        std::path::Path::new(path),
+        false,
+        KERNEL_CADENCE,
+        IMAGE_COUNTED_OPS,
+        1,
+    )
+    .unwrap();
+    let near = |a: f64, b: f64| (a / b - 1.0).abs() < 0.005;
+    assert!(near(o.points_per_op, F3_POINTS_PER_OP), "{o:?}");
+    assert!(near(o.walk_sets_per_op, F3_WALK_STEPS_PER_OP), "{o:?}");
+    assert_eq!(o.walk_tests_per_op, 0.0);
+    // Seed 003's walk tests where 6.18's sets, group for group.
+    let p = time_operations_on_image(
+        std::path::Path::new(path),
+        true,
+        KERNEL_CADENCE,
+        IMAGE_COUNTED_OPS,
+        1,
+    )
+    .unwrap();
+    assert!(near(p.walk_tests_per_op, o.walk_sets_per_op), "{p:?}");
+}

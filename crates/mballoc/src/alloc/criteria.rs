@@ -726,8 +726,8 @@ impl Allocator {
             // EXT4_MB_GRP_TEST_AND_SET_READ, on the group's own state word: 6.18 always sets
             // with an atomic RMW; seed 003 tests first, so a mark set long ago costs a plain
             // load.
-            let already = (test_before_set && bits.has(state::BBITMAP_READ))
-                || bits.test_and_set(state::BBITMAP_READ);
+            let already = (test_before_set && bits.walk_test(state::BBITMAP_READ))
+                || bits.walk_test_and_set(state::BBITMAP_READ);
             if !already && bits.need_init() {
                 if test_before_set {
                     stats.bump(|c| &c.prefetch_desc_lookups);
@@ -760,10 +760,13 @@ impl Allocator {
     /// its group's `NEED_INIT`, under that group's lock: a window skipped then would only have
     /// read ahead a bitmap that is being read.) 6.18's own walk keeps setting every mark of
     /// the window with an atomic RMW, the shared-line writes seed 003 is about, so it keeps
-    /// them.
+    /// them. Under a virtual-CPU hook the walks are never skipped: the kernel's seed-003 walk
+    /// still loops over its window, testing each mark, and that loop is work a simulation
+    /// has to charge (`crate::sync::walk_step`).
     pub(crate) fn prefetch_idle(&self, tun: &Tunables) -> bool {
         tun.prefetch_test_before_set
             && !self.no_walk_shortcuts()
+            && !crate::sync::virtual_time()
             && self.uninit.load(Ordering::Relaxed) == 0
     }
 

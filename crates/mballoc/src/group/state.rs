@@ -69,6 +69,25 @@ impl StateBits {
     pub fn test_and_set(&self, f: u32) -> bool {
         self.0.fetch_or(f, Ordering::Relaxed) & f != 0
     }
+    /// `ext4_mb_prefetch`'s step for this group, seed 003's way: a load of the mark (true:
+    /// set long ago, the walk goes on). Reported to a virtual-CPU hook as one step of the walk
+    /// ([`crate::sync::walk_step`]), which a simulator prices apart from other work.
+    #[inline]
+    pub fn walk_test(&self, f: u32) -> bool {
+        crate::sync::walk_step(self.addr(), false, || self.has(f))
+    }
+    /// `ext4_mb_prefetch`'s step for this group, linux-6.18's way (and seed 003's when the
+    /// test found the mark clear): `EXT4_MB_GRP_TEST_AND_SET_READ`, an atomic read-modify-write
+    /// whatever the mark was. Reported as [`Self::walk_test`] is.
+    #[inline]
+    pub fn walk_test_and_set(&self, f: u32) -> bool {
+        crate::sync::walk_step(self.addr(), true, || self.test_and_set(f))
+    }
+    /// The word's address: what a virtual-CPU hook knows the line by.
+    #[inline]
+    fn addr(&self) -> usize {
+        &self.0 as *const AtomicU32 as usize
+    }
     /// Clears `f`; a plain load when none of it is set (no write to a shared line).
     #[inline]
     pub fn clear(&self, f: u32) {

@@ -71,6 +71,28 @@ pub(crate) fn marked(group: u32, flex: impl FnOnce() -> u32) {
     let _ = (group, flex);
 }
 
+/// One group's step of the prefetch walk (`ext4_mb_prefetch`): `f` tests (or, `rmw`, tests
+/// and sets) the "bitmap read" mark in the state word at `addr`. Under `vcpu-hooks` the
+/// thread's hook hears of it as a walk step ([`vcpu::Hook::walk_step`]) instead of a plain
+/// atomic: the kernel's step around that access (the group's `ext4_group_info` looked up,
+/// 6.18's descriptor lookup, the locked RMW against a load) costs differently from the
+/// allocator's other work between two points, and seed 003 is about exactly that difference.
+#[inline(always)]
+pub(crate) fn walk_step<R>(addr: usize, rmw: bool, f: impl FnOnce() -> R) -> R {
+    #[cfg(all(not(shuttle), feature = "vcpu-hooks"))]
+    {
+        if vcpu::with(|h| h.walk_step(addr, rmw)).is_some() {
+            return vcpu::set_aside(f);
+        }
+        f()
+    }
+    #[cfg(not(all(not(shuttle), feature = "vcpu-hooks")))]
+    {
+        let _ = (addr, rmw);
+        f()
+    }
+}
+
 /// Runs `f` with the thread's hook set aside: reads the library makes for its own
 /// bookkeeping where the kernel has nothing to read (the members of an order list, which the
 /// kernel keeps linked and this library as a set), so that a simulator does not charge them.

@@ -55,6 +55,13 @@ pub trait Hook {
     fn folio_ref(&self, pnum: u64) {
         self.atomic(folio_line(pnum), Access::Write);
     }
+    /// One group's step of the prefetch walk (`ext4_mb_prefetch`), at the group's state word
+    /// `addr`: a write of its line when `rmw` (linux-6.18's `test_and_set_bit`, or seed 003's
+    /// set of a clear mark), else a load (seed 003's test of a mark set long ago). By default
+    /// the atomic access it is.
+    fn walk_step(&self, addr: usize, rmw: bool) {
+        self.atomic(addr, if rmw { Access::Write } else { Access::Load });
+    }
     /// The kernel's crc32c of a whole `bytes`-long block bitmap, under the group lock
     /// (`ext4_block_bitmap_csum_set` in `ext4_mb_mark_context`): work the library does not
     /// do. Default: nothing.
