@@ -357,26 +357,16 @@ fn the_fallocate3_counts_are_the_models_on_the_stored_layout() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/measurements/aged-802g-68.layout.gz"
     );
-    let o = time_operations_on_image(
-        std::path::Path::new(path),
-        false,
-        KERNEL_CADENCE,
-        IMAGE_COUNTED_OPS,
-        1,
-    )
-    .unwrap();
+    let count = |patched| {
+        let path = std::path::Path::new(path);
+        time_operations_on_image(path, patched, KERNEL_CADENCE, IMAGE_COUNTED_OPS, 1).unwrap()
+    };
+    let o = count(false);
     let near = |a: f64, b: f64| (a / b - 1.0).abs() < 0.005;
     assert!(near(o.points_per_op, F3_POINTS_PER_OP), "{o:?}");
     assert!(near(o.walk_sets_per_op, F3_WALK_STEPS_PER_OP), "{o:?}");
     assert_eq!(o.walk_tests_per_op, 0.0);
     // Seed 003's walk tests where 6.18's sets, group for group.
-    let p = time_operations_on_image(
-        std::path::Path::new(path),
-        true,
-        KERNEL_CADENCE,
-        IMAGE_COUNTED_OPS,
-        1,
-    )
-    .unwrap();
+    let p = count(true);
     assert!(near(p.walk_tests_per_op, o.walk_sets_per_op), "{p:?}");
 }
