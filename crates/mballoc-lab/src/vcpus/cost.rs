@@ -26,7 +26,9 @@
 //! stable part is the atomic-to-atomic segment (7.8-12.8 ns over 5 runs), 38 of a call's 44
 //! points. So work is counted in points, and a point is worth the kernel's call time over the
 //! model's points per call: a path with more points (a longer scan, more groups tried) costs
-//! more, in the kernel's units.
+//! more, in the kernel's units. One kind of segment has its own price: a step of the
+//! prefetch walk (`Seg::WalkSet`, `Seg::WalkTest`), measured apart on the kernel, since seed
+//! 003 changes exactly that step ([`Costs::fallocate3`]).
 
 use serde::Serialize;
 
@@ -459,8 +461,9 @@ impl Costs {
     /// Seed 003's fallocate3 runs: a point is the kernel's allocator time per fallocate3
     /// operation over that operation's points, measured on the same layout (26 ns, the walk's
     /// steps apart, below; a fallocate2 point is 82 ns: the kernel's per-call costs spread
-    /// over ~10,000 points a call instead of 52); `outside_ns` is the whole rest of a fallocate3 operation; the
-    /// interaction costs as [`Costs::new`] with `mb_optimize_scan=1`.
+    /// over ~10,000 points a call instead of 52); `outside_ns` is the whole rest of a
+    /// fallocate3 operation; the interaction costs as [`Costs::new`] with
+    /// `mb_optimize_scan=1`.
     /// The bitmap checksums stay inside the measured per-operation time as well as being
     /// charged at each marking: about 5 markings × 140 ns against 1.6 ms an operation (0.04 %).
     /// `xeon16` takes its own kernel's figures on the same image ([`XEON16_F3_ALLOC_NS_PER_OP`]);
@@ -468,9 +471,9 @@ impl Costs {
     ///
     /// The prefetch walk's steps have their own price where the kernel's walk was measured
     /// (this machine's kernel, the same image: [`KERNEL_F3_WALK_SHARE`] of the allocator time
-    /// over the model's
-    /// [`F3_WALK_STEPS_PER_OP`]), and the points are the rest of the allocator time over the
-    /// rest of the points; on `xeon16`, where the walk was not measured, a step is a point.
+    /// over the model's [`F3_WALK_STEPS_PER_OP`]), and the points are the rest of the
+    /// allocator time over the rest of the points; on `xeon16`, where the walk was not
+    /// measured, a step is a point.
     pub fn fallocate3(machine: Machine) -> Costs {
         let (point, walk_set, outside) = match machine {
             Machine::Xeon16 => {
