@@ -28,8 +28,13 @@ figure into a cost per group.
 Needs root, perf, and the kernel lab's klab.py (`../shared/kernel-lab`, or KLAB_DIR). Not used
 by the tests: CI never mounts anything.
 
+With `--fallocate2 GIB` instead (and `--scan`), the same share in will-it-scale fallocate2
+(the kernel lab's `fallocate2.c`, one process) on a fresh image of that size.
+
 usage: python3 scripts/kernel_prefetch_walk.py --image IMG [--reps 3] [--seconds 10]
            [--out docs/measurements/kernel-prefetch-walk.json]
+       python3 scripts/kernel_prefetch_walk.py --fallocate2 4 --fallocate2 64 --scan 0 --scan 1
+           [--out docs/measurements/kernel-prefetch-walk-fallocate2.json]
 """
 import argparse
 import ctypes
@@ -72,9 +77,20 @@ def worker(mnt, cpu, until, out_fd):
 
 def samples(data, pid):
     """(task samples, with ext4_mb_prefetch on the stack, with ext4_mb_new_blocks, leaf
-    symbols under ext4_mb_prefetch) from `perf script` of `data`."""
+    symbols under ext4_mb_prefetch) from `perf script` of `data`: the samples of process
+    `pid`, or with `pid` None of every process whose samples hold `ext4_mb_new_blocks` at
+    all (a benchmark's workers, the only allocating tasks on the CPU)."""
     text = subprocess.run(["perf", "script", "-i", data, "-F", "pid,ip,sym"],
                           capture_output=True, text=True, check=True).stdout
+    if pid is None:
+        pids = {b.split()[0] for b in text.split("\n\n")
+                if b.strip() and "ext4_mb_new_blocks" in b}
+        return tally(text, lambda p: p in pids)
+    return tally(text, lambda p: p == str(pid))
+
+
+def tally(text, keep):
+    """[`samples`]'s counts over the samples whose process `keep` accepts."""
     total = walk = alloc = 0
     leaves = {}
     for block in text.split("\n\n"):
@@ -82,7 +98,7 @@ def samples(data, pid):
         if not lines:
             continue
         head = lines[0].split()
-        if not head or not head[0].isdigit() or int(head[0]) != pid:
+        if not head or not keep(head[0]):
             continue
         frames = [ln.split(None, 1)[1] if " " in ln else "" for ln in lines[1:]]
         syms = [f.split("+")[0] for f in frames]
@@ -139,9 +155,78 @@ def one_run(img, cpu, warmup, seconds, freq, settle):
     return res
 
 
+def fallocate2_run(size_gib, scan, cpu, warmup, seconds, freq):
+    """One will-it-scale fallocate2 process (the kernel lab's `fallocate2.c`: 8 KiB
+    fallocates to 1 MiB files, then a truncate) on a fresh ext4 image of `size_gib`, pinned to
+    `cpu`; `seconds` of it sampled after `warmup`. Returns the walk's share of the
+    allocator's samples."""
+    klab.sh(["gcc", "-O2", "-Wall", "-o", F2_BIN, os.path.join(klab.__file__.rsplit("/", 1)[0],
+                                                              "fallocate2.c")])
+    img, mnt = "/tmp/klab-prefetch-walk-f2.img", MNT + "-f2"
+    with klab.ext4_image(img, size_gib << 30, mnt, opts="mb_optimize_scan=%d" % scan) as (_, m):
+        time.sleep(3.0)
+        run = warmup + seconds + 2.0
+        p = subprocess.Popen(["taskset", "-c", str(cpu), F2_BIN, "-n", "1", "-t", "%g" % run,
+                              "-w", "0", "-d", m, "-c", "8192", "-s", "1048576"],
+                             stdout=subprocess.PIPE, text=True)
+        time.sleep(warmup)
+        data = "/tmp/klab-prefetch-walk-f2.perf"
+        subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(freq), "-C",
+                        str(cpu), "-g", "-o", data, "--", "sleep", str(seconds)],
+                       check=True, capture_output=True)
+        ops = json.loads(p.communicate()[0])["total_ops_s"]
+    total, walk, alloc, leaves = samples(data, None)
+    os.unlink(data)
+    res = {"size_gib": size_gib, "mb_optimize_scan": scan, "ops_per_s": ops,
+           "samples": total, "alloc_share": alloc / max(total, 1),
+           "walk_over_alloc": walk / max(alloc, 1),
+           "walk_leaves": dict(sorted(leaves.items(), key=lambda kv: -kv[1])[:8])}
+    print("  fallocate2 %d GiB scan=%d: %.0f ops/s, %d samples, allocator %.1f %%, walk / "
+          "allocator %.3f" % (size_gib, scan, ops, total, 100 * res["alloc_share"],
+                              res["walk_over_alloc"]), flush=True)
+    return res
+
+
+F2_BIN = "/tmp/klab-prefetch-walk-fallocate2"
+
+
+def fallocate2_main(a):
+    """`--fallocate2`: the walk's share in fallocate2 calls, each size and scan, medians."""
+    configs = []
+    for size in a.fallocate2:
+        for scan in a.scan:
+            runs = [fallocate2_run(size, scan, a.cpu, a.warmup, a.seconds, a.freq)
+                    for _ in range(a.reps)]
+            med = statistics.median(r["walk_over_alloc"] for r in runs)
+            print("  median walk / allocator %.4f" % med, flush=True)
+            configs.append({"size_gib": size, "mb_optimize_scan": scan,
+                            "median_walk_over_alloc": med, "runs": runs})
+    if a.out:
+        doc = {
+            "what": "of one will-it-scale fallocate2 process's CPU samples with "
+                    "ext4_mb_new_blocks on the kernel stack, the share with ext4_mb_prefetch "
+                    "too (linux-6.18's prefetch walk), perf cpu-clock, fresh images",
+            "command": "python3 scripts/kernel_prefetch_walk.py " + " ".join(
+                "--fallocate2 %d" % s for s in a.fallocate2) + " " + " ".join(
+                "--scan %d" % s for s in a.scan) + " --reps %d --warmup %g --seconds %g "
+                "--freq %d" % (a.reps, a.warmup, a.seconds, a.freq),
+            "kernel": platform.release(),
+            "date": time.strftime("%Y-%m-%d"),
+            "configs": configs,
+        }
+        with open(a.out, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--image", action="append", required=True)
+    ap.add_argument("--image", action="append")
+    ap.add_argument("--fallocate2", type=int, action="append",
+                    help="instead of fallocate3 on images: fallocate2 on a fresh image of "
+                         "this many GiB (repeatable)")
+    ap.add_argument("--scan", type=int, action="append",
+                    help="with --fallocate2: mb_optimize_scan values (repeatable; default 0)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -151,6 +236,11 @@ def main():
                     help="seconds after the mount before the task starts")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.fallocate2:
+        a.scan = a.scan or [0]
+        return fallocate2_main(a)
+    if not a.image:
+        ap.error("--image or --fallocate2 is needed")
     images = []
     for img in a.image:
         print(img, flush=True)
