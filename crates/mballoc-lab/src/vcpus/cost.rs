@@ -5,6 +5,7 @@
 //! | cost | value | source |
 //! |---|---|---|
 //! | allocator work between two points | [`Costs::point_ns`] | this machine: `mballoc bench vcpus --calibrate` times the real allocator between its synchronisation points, 1 CPU; scaled so one call costs the kernel's measured `ext4_mb_new_blocks` time |
+//! | linux-6.18's prefetch walk in a fallocate2 call | 12.2 % of the allocator time (36 ns for each of the model's 15.0 steps a call; the other points 100 ns) | this machine, `scripts/kernel_prefetch_walk.py --fallocate2 4 --fallocate2 64 --scan 0 --scan 1 --reps 3`, perf samples (docs/measurements/kernel-prefetch-walk-fallocate2.json) |
 //! | kernel `ext4_mb_new_blocks`, 1 thread | 4,420 ns | this machine, `scripts/kernel_alloc_time.py --reps 3` (docs/performance.md) |
 //! | whole fallocate2 call, 1 process | 1e9 / 127,324 ns (`mb_optimize_scan=0`), 1e9 / 119,170 ns (=1) | this machine, same hour as the line above (docs/performance.md) |
 //! | seed 003's fallocate3: kernel time inside `ext4_mb_new_blocks` per operation, and outside it | 1,595,928 ns, 59,779 ns | this machine, `scripts/kernel_fallocate3.py --fill 1.0 --reps 3 --seconds 10 --trace 10` on an aged 802 GiB image (docs/measurements/kernel-fallocate3.json) |
@@ -70,6 +71,16 @@ impl Seg {
 /// try-locks and busy checks, 2.02 group unlocks, 1 group lock, 0.21 others, and the call's
 /// end. A count, not a timing: it is the same on every machine.
 pub const POINTS_PER_CALL: f64 = 52.4;
+
+/// linux-6.18's prefetch walk in a fallocate2 call: of one process's perf samples with
+/// `ext4_mb_new_blocks` on the stack, the share with `ext4_mb_prefetch` too; the median of
+/// the four medians (4 and 64 GiB, `mb_optimize_scan` 0 and 1: 0.1225, 0.1218, 0.1254,
+/// 0.1187), `scripts/kernel_prefetch_walk.py --fallocate2 4 --fallocate2 64 --scan 0 --scan
+/// 1 --reps 3 --seconds 6` (docs/measurements/kernel-prefetch-walk-fallocate2.json).
+pub const KERNEL_F2_WALK_SHARE: f64 = 0.1222;
+
+/// Of [`POINTS_PER_CALL`], the prefetch walk's steps (`--calibrate`'s `WalkSet` row).
+pub const F2_WALK_STEPS_PER_CALL: f64 = 15.0;
 
 /// The kernel's `ext4_mb_new_blocks`, one thread, this machine (docs/performance.md).
 pub const KERNEL_CALL_NS: f64 = 4_420.0;
@@ -368,9 +379,10 @@ pub struct Costs {
     /// whole transfer, so a CPU that wants it meanwhile waits as before.
     pub overlap_ns: Option<(u64, u64)>,
     /// One group's step of the prefetch walk, ns: linux-6.18's (`Seg::WalkSet`) and seed
-    /// 003's (`Seg::WalkTest`). Where the kernel's walk was measured (fallocate3 on this
-    /// machine's costs) its own price; elsewhere a point, and seed 003's step the measured
-    /// share of it ([`WALK_TEST_OVER_SET`]).
+    /// 003's (`Seg::WalkTest`). Where the kernel's walk was measured (fallocate2 and
+    /// fallocate3 on this machine's kernel, and the machines that take its split) its own
+    /// price; on `xeon16` a point. Seed 003's step is the measured share of 6.18's
+    /// ([`WALK_TEST_OVER_SET`]).
     pub walk_set_ns: u64,
     pub walk_test_ns: u64,
 }
@@ -386,7 +398,23 @@ impl Costs {
         // part of the measured call is charged where it happens, the rest over the points.
         // A truncate's frees checksum too; at one extent freed per 128 calls their share of
         // the measured rest of the call (1.1 ns a call) stays in `outside_ns`.
-        let point_ns = ((call_ns - csum_4k_ns).max(0.0) / POINTS_PER_CALL).round() as u64;
+        // The prefetch walk's steps at their measured share of the call (this machine's
+        // kernel; `xeon16`'s walk was not measured: there a step is a point).
+        let work = (call_ns - csum_4k_ns).max(0.0);
+        let (point_ns, walk_set) = match machine {
+            Machine::Xeon16 => {
+                let p = work / POINTS_PER_CALL;
+                (p, p)
+            }
+            _ => {
+                let walk = KERNEL_F2_WALK_SHARE * call_ns;
+                (
+                    (work - walk) / (POINTS_PER_CALL - F2_WALK_STEPS_PER_CALL),
+                    walk / F2_WALK_STEPS_PER_CALL,
+                )
+            }
+        };
+        let point_ns = point_ns.round() as u64;
         Costs {
             machine,
             point_ns,
@@ -397,8 +425,8 @@ impl Costs {
             ceiling: 1.0,
             csum_flip_ns: None,
             overlap_ns: None,
-            walk_set_ns: point_ns,
-            walk_test_ns: test_step(point_ns as f64),
+            walk_set_ns: walk_set.round() as u64,
+            walk_test_ns: test_step(walk_set),
         }
     }
 
@@ -460,7 +488,7 @@ impl Costs {
 
     /// Seed 003's fallocate3 runs: a point is the kernel's allocator time per fallocate3
     /// operation over that operation's points, measured on the same layout (26 ns, the walk's
-    /// steps apart, below; a fallocate2 point is 82 ns: the kernel's per-call costs spread
+    /// steps apart, below; a fallocate2 point is 100 ns: the kernel's per-call costs spread
     /// over ~10,000 points a call instead of 52); `outside_ns` is the whole rest of a
     /// fallocate3 operation; the interaction costs as [`Costs::new`] with
     /// `mb_optimize_scan=1`.
