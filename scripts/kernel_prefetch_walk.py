@@ -202,21 +202,23 @@ def fallocate2_main(a):
             configs.append({"size_gib": size, "mb_optimize_scan": scan,
                             "median_walk_over_alloc": med, "runs": runs})
     if a.out:
-        doc = {
-            "what": "of one will-it-scale fallocate2 process's CPU samples with "
-                    "ext4_mb_new_blocks on the kernel stack, the share with ext4_mb_prefetch "
-                    "too (linux-6.18's prefetch walk), perf cpu-clock, fresh images",
-            "command": "python3 scripts/kernel_prefetch_walk.py " + " ".join(
-                "--fallocate2 %d" % s for s in a.fallocate2) + " " + " ".join(
-                "--scan %d" % s for s in a.scan) + " --reps %d --warmup %g --seconds %g "
-                "--freq %d" % (a.reps, a.warmup, a.seconds, a.freq),
-            "kernel": platform.release(),
-            "date": time.strftime("%Y-%m-%d"),
-            "configs": configs,
-        }
-        with open(a.out, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write(a.out, "of one will-it-scale fallocate2 process's CPU samples with "
+              "ext4_mb_new_blocks on the kernel stack, the share with ext4_mb_prefetch too "
+              "(linux-6.18's prefetch walk), perf cpu-clock, fresh images",
+              " ".join("--fallocate2 %d" % s for s in a.fallocate2) + " " + " ".join(
+                  "--scan %d" % s for s in a.scan) + " --reps %d --warmup %g --seconds %g "
+              "--freq %d" % (a.reps, a.warmup, a.seconds, a.freq), configs=configs)
+
+
+def write(path, what, args, **results):
+    """The stored file: what was measured, the command that measured it, the kernel, the
+    date, then the results."""
+    doc = {"what": what, "command": "python3 scripts/kernel_prefetch_walk.py " + args,
+           "kernel": platform.release(), "date": time.strftime("%Y-%m-%d")}
+    doc.update(results)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def main():
@@ -255,20 +257,12 @@ def main():
         images.append({"image": img, "size_bytes": os.path.getsize(img), "median": med,
                        "runs": runs})
     if a.out:
-        doc = {
-            "what": "the share of one fallocate3 task's CPU time with ext4_mb_prefetch on the "
-                    "kernel stack (linux-6.18's prefetch walk, every bitmap in memory after "
-                    "the mount's prefetch), sampled with perf cpu-clock",
-            "command": "python3 scripts/kernel_prefetch_walk.py " + " ".join(
-                ["--image %s" % i for i in a.image]) + " --reps %d --warmup %g --seconds %g "
-                "--freq %d --settle %g" % (a.reps, a.warmup, a.seconds, a.freq, a.settle),
-            "kernel": platform.release(),
-            "date": time.strftime("%Y-%m-%d"),
-            "images": images,
-        }
-        with open(a.out, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write(a.out, "the share of one fallocate3 task's CPU time with ext4_mb_prefetch on "
+              "the kernel stack (linux-6.18's prefetch walk, every bitmap in memory after the "
+              "mount's prefetch), sampled with perf cpu-clock",
+              " ".join(["--image %s" % i for i in a.image]) + " --reps %d --warmup %g "
+              "--seconds %g --freq %d --settle %g" % (a.reps, a.warmup, a.seconds, a.freq,
+                                                      a.settle), images=images)
 
 
 if __name__ == "__main__":

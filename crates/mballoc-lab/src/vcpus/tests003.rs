@@ -248,17 +248,21 @@ fn seed003_rows_are_judged_by_sign_size_and_neutral_band() {
     assert!(!Row::judge(*amd, true, 1000.0, 1060.0).within_2x);
 }
 
+/// A measurement stored in docs/measurements.
+fn stored(name: &str) -> serde_json::Value {
+    let path = format!(
+        "{}/../../docs/measurements/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// The fallocate3 costs are the stored kernel measurement's figures, not numbers of their
 /// own: red when either is edited without the other.
 #[test]
 fn fallocate3_costs_are_the_stored_kernel_measurement() {
     use super::cost::{KERNEL_F3_ALLOC_NS_PER_OP, KERNEL_F3_OUTSIDE_NS_PER_OP};
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/measurements/kernel-fallocate3.json"
-    );
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let j = stored("kernel-fallocate3.json");
     let t = &j["traced"];
     let alloc = t["allocator_us_per_op"].as_f64().unwrap() * 1e3;
     let outside = (t["op_us"].as_f64().unwrap() - t["allocator_us_per_op"].as_f64().unwrap()) * 1e3;
@@ -303,14 +307,7 @@ fn the_walks_prices_are_the_stored_measurements() {
         Costs, Machine, F3_WALK_STEPS_PER_OP, KERNEL_F3_ALLOC_NS_PER_OP, KERNEL_F3_WALK_SHARE,
         WALK_TEST_OVER_SET,
     };
-    let read = |name: &str| -> serde_json::Value {
-        let path = format!(
-            "{}/../../docs/measurements/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    };
-    let k = read("kernel-prefetch-walk.json");
+    let k = stored("kernel-prefetch-walk.json");
     let img = &k["images"][0];
     assert_eq!(
         img["size_bytes"], 861_140_942_848u64,
@@ -321,7 +318,7 @@ fn the_walks_prices_are_the_stored_measurements() {
         (share - KERNEL_F3_WALK_SHARE).abs() < 5e-4,
         "{share} against {KERNEL_F3_WALK_SHARE}"
     );
-    let m = read("prefetch-walk-cost.json");
+    let m = stored("prefetch-walk-cost.json");
     let thunk = &m["builds"]["return_thunk"]["median"];
     let ratio = thunk["seed003_over_618"].as_f64().unwrap();
     assert!(
@@ -380,12 +377,7 @@ fn fallocate2s_walk_is_priced_as_the_kernels() {
         Costs, Machine, Seg, F2_WALK_STEPS_PER_CALL, KERNEL_CALL_NS, KERNEL_F2_WALK_SHARE,
         LOCAL_CSUM_4K_NS, POINTS_PER_CALL,
     };
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/measurements/kernel-prefetch-walk-fallocate2.json"
-    );
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let j = stored("kernel-prefetch-walk-fallocate2.json");
     let mut kernel: Vec<f64> = j["configs"]
         .as_array()
         .unwrap()
