@@ -146,9 +146,16 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
 /// protocol fix the rest (size, use, and for an image the counting), so any other is refused
 /// rather than silently ignored.
 #[cfg(feature = "vcpus")]
-const IMAGE_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "lazy"];
+const IMAGE_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "walk_thunk", "bg_locks", "lazy"];
 #[cfg(feature = "vcpus")]
-const SEED003_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "bg_locks", "lazy", "ops"];
+const SEED003_LAB_SETTINGS: &[&str] = &[
+    "line_ns",
+    "line_overlap",
+    "walk_thunk",
+    "bg_locks",
+    "lazy",
+    "ops",
+];
 
 /// Seed 003's point on `fs` with `lab`'s settings: its tunables on both sides, its line
 /// costs, hashed group locks and operations counted (`ops`); `cached` (or `lazy=0`): every
@@ -166,6 +173,7 @@ fn seed003_config(
         cached_bitmaps: cached || lab.lazy == Some(false),
         line_ns: lab.line_ns,
         line_overlap: lab.line_overlap,
+        walk_thunk: lab.walk_thunk,
         tunables: lab.tunables.clone(),
         ..mballoc_lab::vcpus::fallocate3::Config::new(fs, false)
             .with_commit_cycles(cycles)

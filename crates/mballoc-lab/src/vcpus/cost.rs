@@ -128,6 +128,16 @@ pub const F3_WALK_STEPS_PER_OP: f64 = 15_378.0;
 /// alike (`scripts/prefetch_walk_cost.py --runs 3`, docs/measurements/prefetch-walk-cost.json).
 pub const WALK_TEST_OVER_SET: f64 = 0.497;
 
+/// The same walk mimic built without the return thunk, against with it: a 6.18 step 7.45
+/// against 38.75 ns (`scripts/prefetch_walk_cost.py --runs 3`, the "plain" and
+/// "return_thunk" builds of docs/measurements/prefetch-walk-cost.json). What a step would
+/// cost on a kernel whose `ret`s go straight back, as on the seed's arm64 Kunpengs, as a
+/// share of this machine's kernel's step: the lab's `walk_thunk=0` ([`Costs::without_walk_thunk`]).
+pub const WALK_PLAIN_OVER_THUNK: f64 = 7.45 / 38.75;
+
+/// Seed 003's step against 6.18's in the build without the thunk: 3.94 against 7.45 ns.
+pub const WALK_TEST_OVER_SET_PLAIN: f64 = 3.94 / 7.45;
+
 /// The same fallocate3 on the same aged image (the script's fill is deterministic: 94,885
 /// files made, 30,289 removed, 68.0 % in use on both machines), one task, on the 16-core
 /// machine of `XEON16_*`: time inside `ext4_mb_new_blocks` per operation and the rest, ns,
@@ -523,6 +533,25 @@ impl Costs {
             walk_test_ns: test_step(walk_set),
             outside_ns: outside.round() as u64,
             ..Costs::new(machine, true)
+        }
+    }
+
+    /// The prefetch walk's steps as a kernel without the return thunk would price them (the
+    /// lab's `walk_thunk=0`, a what-if): a 6.18 step [`WALK_PLAIN_OVER_THUNK`] of this
+    /// machine's kernel's, seed 003's [`WALK_TEST_OVER_SET_PLAIN`] of that; every other cost
+    /// as it was, so an operation gets cheaper by what its steps no longer cost. Only where
+    /// the walk was measured on this machine's kernel (fallocate3 off `xeon16`, whose kernel
+    /// runs no thunk and whose steps are points).
+    pub fn without_walk_thunk(self) -> Costs {
+        assert!(
+            self.machine != Machine::Xeon16,
+            "xeon16's steps are its own kernel's points, with no thunk to take out"
+        );
+        let set = self.walk_set_ns as f64 * WALK_PLAIN_OVER_THUNK;
+        Costs {
+            walk_set_ns: set.round() as u64,
+            walk_test_ns: (set * WALK_TEST_OVER_SET_PLAIN).round() as u64,
+            ..self
         }
     }
 

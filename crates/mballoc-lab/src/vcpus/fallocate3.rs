@@ -271,6 +271,9 @@ pub struct Config {
     pub line_ns: Option<u64>,
     /// The lab's `line_overlap` ([`Costs::with_line_overlap`]; a what-if).
     pub line_overlap: bool,
+    /// The lab's `walk_thunk` (default on): off, the prefetch walk's steps are priced as on a
+    /// kernel without the return thunk ([`Costs::without_walk_thunk`]; a what-if).
+    pub walk_thunk: bool,
     /// The seed of the random-hole fill (`Holes::Random`); which holes a fill makes is
     /// incidental, so a figure that changes with it is our noise (`reproduce` runs three).
     pub fill_seed: u64,
@@ -329,6 +332,7 @@ impl Config {
             timed: None,
             line_ns: None,
             line_overlap: false,
+            walk_thunk: true,
             fill_seed: 1,
             tunables: Vec::new(),
         }
@@ -341,6 +345,9 @@ impl Config {
         v.extend(self.line_ns.map(|ns| format!("line_ns={ns}")));
         if self.line_overlap {
             v.push("line_overlap=1".into());
+        }
+        if !self.walk_thunk {
+            v.push("walk_thunk=0".into());
         }
         v
     }
@@ -1043,11 +1050,23 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
             cfg.ops
         )));
     }
+    if !cfg.walk_thunk && cfg.machine == Machine::Xeon16 {
+        return Err(BenchError::Peer(
+            "walk_thunk=0 on xeon16: its kernel runs no return thunk, and its walk's steps are \
+             priced as its points"
+                .into(),
+        ));
+    }
     let t0 = Instant::now();
     let (vol, a) = mount(cfg, n)?;
     let costs = Costs::fallocate3(cfg.machine)
         .with_line_ns(cfg.line_ns)
         .with_line_overlap(cfg.line_overlap);
+    let costs = if cfg.walk_thunk {
+        costs
+    } else {
+        costs.without_walk_thunk()
+    };
     let alone = Sched::with_device(
         1,
         costs.clone().on_cpus(1),
@@ -1496,6 +1515,7 @@ pub fn image_curve(
     let cfg = Config {
         line_ns: lab.line_ns,
         line_overlap: lab.line_overlap,
+        walk_thunk: lab.walk_thunk,
         bg_locks: lab.bg_locks,
         cached_bitmaps: !lab.lazy.unwrap_or(false),
         tunables: lab.tunables.clone(),

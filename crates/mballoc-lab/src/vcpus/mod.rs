@@ -401,6 +401,13 @@ fn run_detailed(cfg: &VcpuConfig, n: u32) -> Result<Detailed, BenchError> {
     let t0 = Instant::now();
     let vol = Volume::new(cfg.fs_bytes)?;
     let lab = lab_settings(cfg)?;
+    if !lab.walk_thunk {
+        return Err(BenchError::Peer(
+            "walk_thunk=0 prices fallocate3's walk (seed 003's points); a fallocate2 call's \
+             total is its machine's measured speed"
+                .into(),
+        ));
+    }
     let cfg = &cfg.resolved_by(&lab);
     let mut settings = io::mount_settings(cfg.machine.rotational());
     settings.extend_from_slice(&lab.tunables);

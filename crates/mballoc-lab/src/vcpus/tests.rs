@@ -180,6 +180,29 @@ fn the_same_configuration_gives_the_same_bytes() {
     assert!(a.contains("\"calls\""));
 }
 
+/// `walk_thunk=0` is a fallocate3 what-if: a fallocate2 point refuses it, naming it.
+#[test]
+fn a_fallocate2_point_refuses_a_thunk_free_walk() {
+    let cfg = small(
+        Policy::Linux618,
+        &["walk_thunk=0"],
+        Machine::Server,
+        100_000,
+    );
+    let err = run_point(&cfg, 2).unwrap_err().to_string();
+    assert!(err.contains("walk_thunk=0"), "{err}");
+    assert!(run_point(
+        &small(
+            Policy::Linux618,
+            &["walk_thunk=1"],
+            Machine::Server,
+            100_000
+        ),
+        1
+    )
+    .is_ok());
+}
+
 /// `line_overlap`: an access to a settled word of a walk (`Sched::walk_lines`) that another
 /// CPU wrote costs the overlapped figure; any other line, or a walk's word still in flight,
 /// waits and costs a whole transfer, as without.

@@ -342,6 +342,61 @@ fn the_walks_prices_are_the_stored_measurements() {
     assert_eq!(x.walk_set_ns, x.point_ns);
 }
 
+/// `walk_thunk=0` prices the walk's steps from the stored mimic's two builds (plain over
+/// thunked for a 6.18 step, seed 003's over 6.18's in the plain build), leaves every other
+/// cost alone, and makes one task's operation cheaper on both sides by what the steps no
+/// longer cost; where it has no meaning (fallocate2's measured call, `xeon16`) it is refused.
+#[test]
+fn a_walk_without_the_return_thunk_is_the_mimics_plain_build() {
+    use super::cost::{Costs, Machine, WALK_PLAIN_OVER_THUNK, WALK_TEST_OVER_SET_PLAIN};
+    let m = stored("prefetch-walk-cost.json");
+    let ns = |build: &str, k: &str| m["builds"][build]["median"][k].as_f64().unwrap();
+    let plain = ns("plain", "ns_618") / ns("return_thunk", "ns_618");
+    assert!((plain - WALK_PLAIN_OVER_THUNK).abs() < 1e-9, "{plain}");
+    let test = ns("plain", "ns_seed003") / ns("plain", "ns_618");
+    assert!((test - WALK_TEST_OVER_SET_PLAIN).abs() < 1e-9, "{test}");
+
+    let c = Costs::fallocate3(Machine::Local);
+    let free = c.clone().without_walk_thunk();
+    let set = c.walk_set_ns as f64 * WALK_PLAIN_OVER_THUNK;
+    assert_eq!(free.walk_set_ns, set.round() as u64);
+    assert_eq!(
+        free.walk_test_ns,
+        (set * WALK_TEST_OVER_SET_PLAIN).round() as u64
+    );
+    assert!(free.walk_test_ns < free.walk_set_ns && free.walk_set_ns < c.walk_test_ns);
+    assert_eq!(
+        (free.point_ns, free.outside_ns, free.transfer_ns),
+        (c.point_ns, c.outside_ns, c.transfer_ns)
+    );
+
+    let one = |patched, thunk| {
+        let cfg = Config {
+            cached_bitmaps: true,
+            walk_thunk: thunk,
+            ..small(patched)
+        };
+        run_point(&cfg, 1).unwrap()
+    };
+    for patched in [false, true] {
+        let (with, without) = (one(patched, true), one(patched, false));
+        assert!(
+            without.ops_per_s > with.ops_per_s,
+            "patched {patched}: {} against {}",
+            without.ops_per_s,
+            with.ops_per_s
+        );
+        assert_eq!(without.groups_scanned_per_op, with.groups_scanned_per_op);
+    }
+    let xeon = Config {
+        walk_thunk: false,
+        machine: Machine::Xeon16,
+        ..small(false)
+    };
+    let err = run_point(&xeon, 1).unwrap_err().to_string();
+    assert!(err.contains("walk_thunk=0"), "{err}");
+}
+
 /// The counts the fallocate3 costs divide by are the model's own on the stored layout of the
 /// kernel's image, at the kernel's cadence: points and walk steps per operation (red when a
 /// library change moves them and the costs are not recounted: `mballoc bench threads

@@ -126,6 +126,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "virtual CPUs: 1 = an access to a group's bb_state word (what a prefetch walk visits) whose line no other CPU is moving costs the issuing CPU the measured cost of one of many independent ones (scripts/line_reads.c), not a whole transfer (a what-if; default 0)",
     ),
     (
+        "walk_thunk",
+        "virtual CPUs, fallocate3: 0 = the prefetch walk's steps priced as on a kernel without this machine's return thunk (Safe RET), as the seed's arm64 servers run: this kernel's step times the walk mimic's plain over thunked build (docs/measurements/prefetch-walk-cost.json), everything else as measured (a what-if; default 1)",
+    ),
+    (
         "inode_bh",
         "virtual CPUs: each of a fallocate2 call's three ext4_mark_inode_dirty takes and drops a reference to the inode table block's buffer head, one line for the CPUs whose inodes share that block (16 inodes of 256 bytes a 4 KiB block) (default 1; 0: left out)",
     ),

@@ -51,6 +51,9 @@ pub struct LabSettings {
     /// no other CPU is moving costs the issuing CPU what one of many independent misses
     /// costs (`line_overlap`; the machine's measured figures), not a whole transfer: a what-if.
     pub line_overlap: bool,
+    /// Virtual CPUs, fallocate3: off (`walk_thunk=0`), the prefetch walk's steps cost what
+    /// they would on a kernel without this machine's return thunk (a what-if); on by default.
+    pub walk_thunk: bool,
     /// Virtual CPUs: the group locks shared as the kernel's `s_blockgroup_lock` shares them,
     /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built
     /// for 32 CPUs or more); 0, the default, one lock per group as the library has.
@@ -87,6 +90,7 @@ impl Default for LabSettings {
             incremental_csum: false,
             line_ns: None,
             line_overlap: false,
+            walk_thunk: true,
             bg_locks: 0,
             inode_bh: None,
             tunables: Vec::new(),
@@ -197,6 +201,7 @@ impl LabSettings {
                     s.line_ns = Some(ns);
                 }
                 "line_overlap" => s.line_overlap = switch(name, v)?,
+                "walk_thunk" => s.walk_thunk = switch(name, v)?,
                 "inode_bh" => s.inode_bh = Some(switch(name, v)?),
                 "bg_locks" => {
                     let n = v.parse::<u64>().unwrap_or(u64::MAX);
