@@ -2,7 +2,7 @@
 """Where the real kernel's fallocate2 call spends its time at 1 to N processes.
 
 The 16-core kernel's per-process rate falls to 0.17 of one process's at 16 processes, while
-its allocator's own time and its lock waits explain only part of the fall (docs/vcpus.md,
+its allocator's own time and its lock waits explain only part of the fall (docs/vcpus/kernel-16-core.md,
 "Checked against a 16-core kernel"). This script cuts each `fallocate` and `ftruncate`
 system call into the stretches between the tracepoints it passes (system call entry,
 `ext4_fallocate_enter`, `ext4_journal_start_inode`, `jbd2_handle_start`,

@@ -10,7 +10,7 @@ Two passes, each on a fresh 4 GiB ext4 loop image per run (`mb_optimize_scan` 0 
    giving the time inside `ext4_mb_new_blocks` per call at each N.
 
 This is what `docs/measurements/kernel-fallocate2-xeon16.json` holds for the 16-core
-machine behind `--machine xeon16` (docs/vcpus.md). Needs root, loop devices, tracefs
+machine behind `--machine xeon16` (docs/vcpus/kernel-16-core.md). Needs root, loop devices, tracefs
 (mounted at /sys/kernel/tracing) for the second pass, and the kernel lab's helpers
 (`../shared/kernel-lab/klab.py`, or the folder named by KLAB_DIR). Not used by the tests.
 

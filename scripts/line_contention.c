@@ -3,7 +3,7 @@
  * taking and releasing one test-and-set spinlock around the add), for a fixed time. Prints
  * the line's throughput as ns per operation (all threads together) for each N. The
  * virtual-CPU simulator charges one measured two-CPU transfer per write whoever contends
- * (docs/vcpus.md); this shows what many writers cost on a given machine.
+ * (docs/vcpus/kernel-16-core.md); this shows what many writers cost on a given machine.
  *
  *   gcc -O2 -pthread -o line_contention scripts/line_contention.c && ./line_contention 16
  */

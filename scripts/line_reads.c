@@ -1,6 +1,6 @@
 /* What a core pays for many cache lines another core wrote last, when it does not wait for one
  * before asking for the next: the overlap the `--vcpus` simulator's one cost per line leaves
- * out (docs/vcpus.md, "Against the 16-core kernel"). `line_transfer.c` measures one line at a
+ * out (docs/vcpus/seed-003.md, "Against the 16-core kernel"). `line_transfer.c` measures one line at a
  * time (ping-pong: each transfer waits for the last); a group walk reads many groups' counters
  * whose addresses do not depend on each other.
  *

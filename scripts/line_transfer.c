@@ -1,6 +1,6 @@
 /* Cost of moving a cache line between two cores, and of handing a spinlock from one core to
  * the other, on this machine: the `--vcpus` simulator's transfer and hand-off costs
- * (docs/vcpus.md). Two threads pinned to CPUs 0 and 1.
+ * (docs/vcpus/design.md, "Costs"). Two threads pinned to CPUs 0 and 1.
  *
  *   ping-pong: each thread waits for the shared word to hold its turn, then writes the other's
  *              turn: one round trip is two line transfers.

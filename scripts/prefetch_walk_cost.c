@@ -1,6 +1,6 @@
 /* What one group's step of ext4_mb_prefetch costs, linux-6.18's way against seed 003's, on
  * data laid out as the kernel lays it out: the lab prices the walk's steps with it
- * (docs/vcpus.md, "The prefetch walk's steps at their own price").
+ * (docs/vcpus/seed-003.md, "The prefetch walk's steps at their own price").
  *
  * The kernel's walk, per group of a window (fs/ext4/mballoc.c, ext4_mb_prefetch):
  *   6.18:     gdp = ext4_get_group_desc(sb, g, NULL);   -- s_group_desc[g / 64]->b_data

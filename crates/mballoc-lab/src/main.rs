@@ -71,11 +71,11 @@ struct BenchArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
     /// `threads` only: run fallocate2 on these counts of virtual CPUs in virtual time
-    /// (e.g. 1,2,4,8,16,32,64,96,128) instead of this machine's threads (docs/vcpus.md).
+    /// (e.g. 1,2,4,8,16,32,64,96,128) instead of this machine's threads (docs/vcpus/).
     #[arg(long, value_parser = cli::args::thread_list, value_name = "N,N,...")]
     vcpus: Option<cli::args::ThreadList>,
     /// With --vcpus: whose costs: published server line costs, this machine's, the
-    /// measured 16-core machine's, or the seeds' servers' (docs/vcpus.md).
+    /// measured 16-core machine's, or the seeds' servers' (docs/vcpus/design.md).
     #[arg(long, default_value = "server", value_parser = ["server", "local", "xeon16", "kunpeng920", "epyc9654x2"])]
     machine: String,
     /// With --vcpus: policies to run (default linux-6.16, linux-6.18, proposed).

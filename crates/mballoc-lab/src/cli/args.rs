@@ -69,7 +69,7 @@ pub struct Scenario {
         conflicts_with_all = ["threads", "image", "load_cost"]
     )]
     pub vcpus: Option<ThreadList>,
-    /// With `--vcpus`: whose costs (docs/vcpus.md): `server`, published server line costs;
+    /// With `--vcpus`: whose costs (docs/vcpus/design.md): `server`, published server line costs;
     /// `local`, this machine's; `xeon16`, the 16-core machine whose kernel was measured at
     /// 1-16 processes; `kunpeng920`, `epyc9654x2`, the seeds' servers (their published
     /// one-container speed, server line costs).
@@ -213,7 +213,7 @@ pub struct FragArgs {
     pub svg: Option<PathBuf>,
     /// Also write the image's allocation state (geometry, `BLOCK_UNINIT` groups, in-use
     /// ranges) to this layout file, gzip-compressed: what the lab can start from without the
-    /// image (`bench threads --vcpus N --seed003-image FILE`; docs/vcpus.md).
+    /// image (`bench threads --vcpus N --seed003-image FILE`; docs/vcpus/seed-003.md).
     #[arg(long, value_name = "FILE")]
     pub layout: Option<PathBuf>,
 }

@@ -1,6 +1,6 @@
 //! What work and interactions cost in virtual time. Every figure is a measurement (this
-//! machine, or a published one), never chosen to match the seeds' tables; docs/vcpus.md has
-//! the same table with its commands.
+//! machine, or a published one), never chosen to match the seeds' tables; docs/vcpus/design.md
+//! ("Costs") has the same table with its commands.
 //!
 //! | cost | value | source |
 //! |---|---|---|

@@ -624,8 +624,8 @@ pub struct OpTiming {
 /// Times `ops` operations of one task on `cfg`'s filesystem, `reps` times, after the cold mount's
 /// operations and a warm-up one (reads cost nothing here: what is timed is the walk and
 /// scan work between the points), and counts their points. The measurement behind
-/// `mballoc bench threads --calibrate --seed003 FS` (docs/vcpus.md, "What a point of the
-/// walk costs").
+/// `mballoc bench threads --calibrate --seed003 FS` (docs/vcpus/seed-003.md, "What a point
+/// of fallocate3 costs").
 pub fn time_operations(cfg: &Config, ops: u32, reps: u32) -> Result<OpTiming, BenchError> {
     let (vol, a) = mount_with(cfg, 1, 0)?;
     let cadence = Cadence {

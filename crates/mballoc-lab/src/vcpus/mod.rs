@@ -170,7 +170,8 @@ pub struct PerCall {
     pub goal_collisions: f64,
     /// Calls whose extent starts at their goal block (the end of the file's last extent, or
     /// the inode's goal for an empty file): the share `ext4_mballoc_alloc`'s orig and result
-    /// agree on, which the 16-core kernel measured (docs/vcpus.md).
+    /// agree on, which the 16-core kernel measured
+    /// (docs/vcpus/kernel-16-core.md).
     pub goal_hits: f64,
     pub line_transfers: f64,
     /// Of those, the groups' `bb_state` words' (a prefetch walk's), by loads and by writes.

@@ -152,7 +152,7 @@ pub struct Row {
 /// [`WINDOW_NS`]. A window from the start measures how the CPUs leave their first groups: the
 /// 5 ms from a fresh start that these rows used before gave seed 000's patched side 60,242
 /// calls/s per CPU on the Kunpeng's costs, the window after 10 ms 77,444
-/// (docs/vcpus.md, "Warm-up").
+/// (docs/vcpus/seeds-000-001.md, "Warm-up").
 pub const WARMUP_NS: u64 = 10_000_000;
 pub const WINDOW_NS: u64 = 10_000_000;
 
@@ -162,7 +162,7 @@ pub const WINDOW_NS: u64 = 10_000_000;
 /// from one window to the next; seed 001's base (one goal, waiting group locks) holds 24-44
 /// and read 3,244 / 4,629 / 5,553 / 4,124 / 3,440 per CPU after 10 / 20 / 30 / 60 / 100 ms on
 /// the Kunpeng's costs, where a 70 ms window read 4,510 and 4,717 after 10 and 30 ms
-/// (docs/vcpus.md, "Window").
+/// (docs/vcpus/seeds-000-001.md, "Window").
 pub const MIN_WINDOW_CALLS: u64 = 250;
 pub const MAX_WINDOW_NS: u64 = 100_000_000;
 

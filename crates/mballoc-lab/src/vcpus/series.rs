@@ -234,8 +234,8 @@ pub const BEFORE_CURVE: [(u32, f64); 7] = [
 /// transaction's line twice (`start_this_handle`, `jbd2_journal_stop`), so all CPUs together
 /// make at most 1 / (2 t) calls a second, and t = 1e9 / (2 · CPUs · rate). A fit to that
 /// figure, for `--implied-lines` only: what the machine's interconnect would have to cost if
-/// that ceiling were what held its kernel (docs/vcpus.md, "What line cost the kernel's
-/// figures imply").
+/// that ceiling were what held its kernel (docs/vcpus/seeds-000-001.md, "What line
+/// cost the kernel's figures imply").
 pub fn implied_line_ns(machine: &str) -> Option<u64> {
     let last = RUNGS.len() - 1;
     STEPS

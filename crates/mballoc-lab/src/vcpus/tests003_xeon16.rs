@@ -4,7 +4,8 @@
 //! kernel (docs/measurements/kernel-fallocate3-xeon16.json). The costs come from that kernel's
 //! one-task traced run on 802 GiB alone: its 842 GiB figures and every many-task figure are
 //! predictions. The tests run 1, 2 and 8 tasks (about 3 minutes of host time in all); the
-//! 4- and 16-task points are in docs/vcpus.md with their command.
+//! 4- and 16-task points are in docs/vcpus/seed-003.md ("Against the 16-core kernel") with
+//! their command.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -195,10 +195,10 @@ fn two_vcpus_scale_as_two_processes_of_the_16_core_kernel() {
 }
 
 /// Beyond 2 CPUs the model keeps more of its per-CPU rate than that kernel does on 4 GiB, a
-/// string of forced commits there (docs/vcpus.md, "The file system's size"; this model run is
+/// string of forced commits there (docs/vcpus/kernel-16-core.md, "The file system's size"; this model run is
 /// 1 ms from a fresh file system, not the kernel's whole run). The measured ratios, model over
 /// kernel per CPU (each relative to its own 1-CPU rate), per (CPUs, scan): none within ±25 %. A change to the model that moves any of them by more than a tenth turns
-/// this red until the table (and docs/vcpus.md) says what the model does now.
+/// this red until the table (and docs/vcpus/kernel-16-core.md) says what the model does now.
 const CURVE: [(u32, bool, f64); 6] = [
     (4, false, 1.15),
     (4, true, 1.22),

@@ -1,7 +1,7 @@
 //! Seeds 000's and 001's 80- and 96-container figures on virtual CPUs. This machine runs 2
 //! tasks, so those rows are "not measurable here" — unless the lab is built with the `vcpus`
 //! feature: then the real allocator runs fallocate2 on 80 and 96 virtual CPUs in virtual time
-//! (`mballoc_lab::vcpus`, docs/vcpus.md), base against patched, and the rows are judged by
+//! (`mballoc_lab::vcpus`, docs/vcpus/), base against patched, and the rows are judged by
 //! the same rule as the other published changes (same sign, within a factor of two). They are
 //! labelled as the model's, never as measurements. Without the feature the rows say how to
 //! get them.
@@ -72,7 +72,7 @@ impl Simulator {
         if rep.judged.iter().any(is_container_claim) {
             rep.notes.push(format!(
                 "the 80- and 96-container rows can run on virtual CPUs ({MODEL}, simulated): \
-                 {HOW} (docs/vcpus.md)"
+                 {HOW} (docs/vcpus/cli.md)"
             ));
         }
     }
@@ -99,7 +99,7 @@ impl Simulator {
                     "{MODEL}: fallocate2 on virtual CPUs, {:.0} ms of virtual time per CPU \
                      counted after {:.0} ms of warm-up{}, each row on its server's costs \
                      (published one-container speed, Zen 4 line costs); simulated, not \
-                     measured (docs/vcpus.md) ({:.1} s)",
+                     measured (docs/vcpus/cli.md) ({:.1} s)",
                     self.horizon_ns as f64 / 1e6,
                     self.warmup_ns as f64 / 1e6,
                     if self.quick {
@@ -119,7 +119,7 @@ impl Simulator {
                      of one CPU's rate within 12 % on 64 GiB, where the kernel forces no \
                      commit, and 1.3-1.5 times it on 4 GiB, where the space truncates free \
                      runs out 1.3-2 times a second (the seeds' 960 GB never does) \
-                     (docs/vcpus.md, \"The file system's size\")."
+                     (docs/vcpus/kernel-16-core.md, \"The file system's size\")."
                         .into(),
                 );
                 rep.notes.push(
@@ -127,7 +127,7 @@ impl Simulator {
                      a non-rotational device): with mb_optimize_scan=1 a CPU whose goal group \
                      is busy asks the order lists, which hand every such CPU the same head \
                      group. The series' free-path patch, +55-83 % there in the kernel, gains \
-                     7-10 % in the model (docs/vcpus.md, \"The series, step by step\")."
+                     7-10 % in the model (docs/vcpus/seeds-000-001.md, \"The series, step by step\")."
                         .into(),
                 );
             }

@@ -11,7 +11,7 @@
 //! start delay (`scripts/kernel_prefetch_time.py`, docs/measurements/kernel-prefetch-time.json),
 //! where a will-it-scale count lasts seconds to minutes.
 //! The full curves, 1-128 CPUs with an SVG each, are `bench threads --vcpus ... --seed003
-//! all` (docs/vcpus.md); here a subset keeps `reproduce` short.
+//! all` (docs/vcpus/seed-003.md); here a subset keeps `reproduce` short.
 
 #[cfg(feature = "vcpus")]
 use super::experiment::{JudgedRow, SeedReport};
@@ -36,7 +36,7 @@ const POINTS: [(&str, &[u32]); 4] = [
 /// seconds of thousands of operations, so a point counts hundreds rather than the few that
 /// keep the full curves cheap, and stays under the free space between two commits of every
 /// filesystem run here (967 operations on 133 GiB at 50 %, the smallest).
-/// Measured over [`FILLS`] (docs/vcpus.md, "In reproduce"): with 16 operations the fills
+/// Measured over [`FILLS`] (docs/vcpus/cli.md, "In reproduce"): with 16 operations the fills
 /// spread the rows by ±0.6 to ±9.9 % (802 GiB at 8 tasks), with 512 by ±0.3 to ±4.5 % but
 /// for 15 TiB at 8 tasks, ±8.2 % (±2.9 % with 16). Chosen for what it counts, not for any verdict: 16
 /// passes one row more.
@@ -76,7 +76,7 @@ pub fn attach(rep: &mut SeedReport, quick: bool) {
         "{MODEL}: fallocate3 on virtual CPUs, seed 003's filesystems with every bitmap in \
          memory (the kernel's mount-time prefetch done), {OPS} operations counted over the \
          tasks, on {} fills (medians; our spread, half their range, widens each band); \
-         simulated, not measured (docs/vcpus.md) ({:.1} s)",
+         simulated, not measured (docs/vcpus/cli.md) ({:.1} s)",
         FILLS.len(),
         t0.elapsed().as_secs_f64()
     ));
