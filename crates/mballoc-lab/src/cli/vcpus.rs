@@ -363,7 +363,7 @@ pub fn render(curves: &[VcpuCurve]) -> String {
             "real s"
         );
         for p in &c.points {
-            let k = mballoc_lab::vcpus::sched::LockKind::Group;
+            let k = mballoc_lab::vcpus::lock_kind::LockKind::Group;
             let get = |m: &std::collections::BTreeMap<_, f64>| m.get(&k).copied().unwrap_or(0.0);
             let _ = writeln!(
                 t,

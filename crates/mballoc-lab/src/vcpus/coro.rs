@@ -9,7 +9,6 @@
 //! only reaches the scheduler through the hook the driver installs before each resume.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -19,6 +18,7 @@ use corosensei::{CoroutineResult, ScopedCoroutine, ScopedCoroutineRef, Yielder};
 use mballoc::vcpu::{self, Hook};
 
 use super::sched::{Deadlock, Sched, VcpuHook};
+use super::yielder::YIELDER;
 
 /// Each virtual CPU's stack: an OS thread's default (mapped lazily, so untouched pages cost
 /// nothing). The allocator's deepest paths use far less.
@@ -26,23 +26,6 @@ const STACK_BYTES: usize = 2 << 20;
 
 type Co<'a, T> = ScopedCoroutine<'a, (), (), T, DefaultStack>;
 type CoRef<'a, T> = ScopedCoroutineRef<'a, (), (), T, DefaultStack>;
-
-thread_local! {
-    /// The yielder of the coroutine running on this thread; null outside one.
-    static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
-}
-
-/// Suspends the running virtual CPU until the driver resumes it (its turn came).
-pub(super) fn suspend() {
-    let y = YIELDER.get();
-    assert!(!y.is_null(), "a virtual CPU waits outside its coroutine");
-    // SAFETY: `y` is the `&Yielder` the running coroutine's body received (set when it
-    // started and again after each resume, cleared by the driver whenever a coroutine
-    // stops running). That body is still on the stack we are running on, so the yielder it
-    // borrows is alive.
-    unsafe { &*y }.suspend(());
-    YIELDER.set(y);
-}
 
 /// Runs `bodies[me]` as virtual CPU `me` of `s`, every CPU's on this thread in the order the
 /// scheduler decides, and returns their results. A virtual deadlock is an error; any other

@@ -33,7 +33,7 @@
 
 use serde::Serialize;
 
-use super::sched::LockKind;
+use super::lock_kind::LockKind;
 
 /// Where a segment of work ends: the synchronisation point it leads to. Work before an
 /// unlock is work done under that lock.

@@ -24,10 +24,12 @@ mod coro;
 pub mod cost;
 pub mod fallocate3;
 pub mod io;
+pub mod lock_kind;
 pub mod placement;
 pub mod sched;
 pub mod seeds;
 pub mod series;
+mod yielder;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -43,8 +45,9 @@ use crate::bench::threads::{File, Pattern, Volume};
 use crate::bench::BenchError;
 use crate::fs::FIRST_FILE_INO;
 use cost::{Costs, Machine, Seg};
+use lock_kind::LockKind;
 pub use placement::Placement;
-use sched::{Deadlock, LockKind, Sched, MAX_VCPUS};
+use sched::{Deadlock, Sched, MAX_VCPUS};
 
 /// `j_state_lock`'s line and the running transaction's counters' line: addresses no
 /// allocation can have (the first page is never mapped).

@@ -148,7 +148,7 @@ fn a_warm_up_counts_only_what_reaches_the_window() {
         });
         let g = st
             .locks
-            .get(&super::sched::LockKind::Group)
+            .get(&super::lock_kind::LockKind::Group)
             .cloned()
             .unwrap_or_default();
         (g.waits, g.wait_ns, g.hold_ns)
@@ -343,7 +343,7 @@ fn neighbouring_inodes_share_their_inode_table_blocks_line() {
 /// often than with one lock per group. Bad values are errors naming the setting.
 #[test]
 fn bg_locks_shares_the_real_allocators_group_locks() {
-    use super::sched::LockKind;
+    use super::lock_kind::LockKind;
     let point = |extra: &[&str]| {
         let mut settings = vec!["warmup_s=0.0001"];
         settings.extend(extra);

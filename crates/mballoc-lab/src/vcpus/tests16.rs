@@ -158,7 +158,7 @@ fn the_incremental_checksum_shortens_each_marking_by_the_published_difference() 
         };
         let p = run_point(&cfg, 1).unwrap();
         (
-            p.per_call.lock_hold_ns[&super::sched::LockKind::Group],
+            p.per_call.lock_hold_ns[&super::lock_kind::LockKind::Group],
             p.calls,
         )
     };

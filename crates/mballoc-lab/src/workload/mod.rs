@@ -11,6 +11,7 @@
 //! ([`mballoc::Tunables::NAMES`]) or lab settings ([`LAB_SETTINGS`]), such as `age=0.75` to age
 //! the file system Geriatrix-style before the workload starts.
 
+pub mod aged;
 pub mod aging;
 mod error;
 pub mod exec;
@@ -296,7 +297,7 @@ fn lookup(name: &str) -> Option<(Runner, &'static FsSpec)> {
         "appenders" => (streams::appenders, &streams::SPEC_APPENDERS),
         "imageappend" => (streams::imageappend, &streams::SPEC_IMAGEAPPEND),
         "seed004" => (streams::seed004, &streams::SPEC_SEED004),
-        "aging" => (aging::run, &aging::SPEC),
+        "aging" => (aged::run, &aged::SPEC),
         _ => return None,
     })
 }

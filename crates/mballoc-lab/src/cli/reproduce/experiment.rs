@@ -1,21 +1,17 @@
 //! Runs one seed's experiment: every case twice (base, improved), then one table with our two
 //! values, our change in % and the seed's published figure beside it.
 
-use mballoc::possible_cpus;
-use mballoc::{Geometry, Policy};
 use mballoc_lab::report::table::fmt_num;
 use mballoc_lab::report::ComparisonTable;
-use mballoc_lab::workload::{self, RunConfig, RunResult};
+use mballoc_lab::workload::{self, RunResult};
 use serde::Serialize;
 
 use super::pairs::{run_pairs, Pairs};
 use super::seeds::{Case, Experiment};
+use super::sides::sides;
 use super::verdict::{verdict, Judged, Status, Verdict};
 use crate::cli::parse::fmt_size;
 use crate::cli::progress::Bar;
-
-/// The preset both sides start from.
-pub const PRESET: Policy = Policy::Linux618;
 
 /// One seed's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -206,39 +202,6 @@ impl SeedReport {
     }
 }
 
-/// `switch=value` for each side; the improved default is read from the preset at this size.
-pub fn sides(e: &Experiment, fs_size: u64) -> (String, String) {
-    let base = format!("{}={}", e.switch, e.base);
-    let improved = match e.improved {
-        Some(v) => v.to_string(),
-        None => Geometry::ext4_default(fs_size)
-            .ok()
-            .and_then(|g| PRESET.tunables(&g, possible_cpus()).get(e.switch))
-            .unwrap_or_else(|| "default".into()),
-    };
-    (base, format!("{}={improved}", e.switch))
-}
-
-/// The run configuration of one side of a case.
-pub fn config(c: &Case, switch: &str, quick: bool) -> RunConfig {
-    let mut settings: Vec<String> = c.settings.iter().map(|s| s.to_string()).collect();
-    if quick {
-        settings.extend(c.quick_settings.iter().map(|s| s.to_string()));
-    }
-    settings.push(switch.to_string());
-    RunConfig {
-        workload: c.workload.to_string(),
-        policy: PRESET,
-        settings,
-        threads: c.threads,
-        fs_size: if quick { c.quick_size } else { c.full_size },
-        seed: 1,
-        quick,
-        load_cost_ns: c.load_cost_ns,
-        image: None,
-    }
-}
-
 /// Runs every case of `e` whose workload exists, and tabulates the rows. A failing case is
 /// recorded in the report and the others still run.
 pub fn run_experiment(e: &Experiment, quick: bool, bar: &Bar) -> SeedReport {
@@ -355,30 +318,6 @@ mod tests {
     use super::super::seeds::{Claim, EXPERIMENTS};
     use super::super::verdict::Expect;
     use super::*;
-
-    #[test]
-    fn sides_differ_only_in_the_switch() {
-        for e in &EXPERIMENTS {
-            let (b, i) = sides(e, 4 << 30);
-            assert!(
-                b.starts_with(e.switch) && i.starts_with(e.switch),
-                "{b} {i}"
-            );
-            assert_ne!(b, i, "seed {}: base and improved must differ", e.seed);
-            for c in e.cases {
-                let cb = config(c, &b, true);
-                let ci = config(c, &i, true);
-                assert_eq!(
-                    cb.settings[..cb.settings.len() - 1],
-                    ci.settings[..ci.settings.len() - 1]
-                );
-                assert_eq!(
-                    (cb.policy, cb.threads, cb.fs_size),
-                    (ci.policy, ci.threads, ci.fs_size)
-                );
-            }
-        }
-    }
 
     /// Seed 002's main claim needs size classes: with them off on both sides (the improved
     /// side no different from the base), its verdict must be `not reproduced`. The two cases of

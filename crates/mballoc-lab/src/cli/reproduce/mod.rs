@@ -6,6 +6,7 @@
 pub mod experiment;
 pub mod pairs;
 pub mod seeds;
+pub mod sides;
 pub mod summary;
 pub mod vcpu;
 pub mod vcpu003;

@@ -6,8 +6,8 @@
 
 use mballoc_lab::workload::RunResult;
 
-use super::experiment::config;
 use super::seeds::Case;
+use super::sides::config;
 use crate::cli::error::CliError;
 use crate::cli::progress::Bar;
 use crate::cli::run::run_one;
