@@ -155,6 +155,7 @@ const SEED003_LAB_SETTINGS: &[&str] = &[
     "bg_locks",
     "lazy",
     "ops",
+    "fill",
 ];
 
 /// Seed 003's point on `fs` with `lab`'s settings: its tunables on both sides, its line
@@ -174,6 +175,7 @@ fn seed003_config(
         line_ns: lab.line_ns,
         line_overlap: lab.line_overlap,
         walk_thunk: lab.walk_thunk,
+        fill_seed: lab.fill.unwrap_or(1),
         tunables: lab.tunables.clone(),
         ..mballoc_lab::vcpus::fallocate3::Config::new(fs, false)
             .with_commit_cycles(cycles)

@@ -349,6 +349,9 @@ impl Config {
         if !self.walk_thunk {
             v.push("walk_thunk=0".into());
         }
+        if self.fill_seed != 1 {
+            v.push(format!("fill={}", self.fill_seed));
+        }
         v
     }
 
@@ -511,7 +514,7 @@ fn mount_image(
     Ok((vol, a))
 }
 
-/// [`mount`] with reads of `read_ns` each (0 for the plain timings of [`calibrate`]).
+/// [`mount`] with reads of `read_ns` each (0 for the plain timings of [`time_operations`]).
 fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator), BenchError> {
     let vol = Volume::new(cfg.bytes)?;
     let geo = vol.geo;

@@ -515,7 +515,7 @@ pub fn run_curve(cfg: &VcpuConfig, vcpus: &[u32]) -> Result<VcpuCurve, BenchErro
 }
 
 /// Times the allocator between its synchronisation points (one thread, no scheduler): the
-/// measurement behind [`cost::SEG_NS`]. Keys are [`Seg::all`].
+/// measurement behind `bench threads --calibrate`'s table. Keys are [`Seg::all`].
 struct Calibrator {
     last: Cell<Instant>,
     sums: RefCell<Vec<(f64, u64)>>,

@@ -127,6 +127,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "virtual CPUs: 1 = an access to a group's bb_state word (what a prefetch walk visits) whose line no other CPU is moving costs the issuing CPU the measured cost of one of many independent ones (scripts/line_reads.c), not a whole transfer (a what-if; default 0)",
     ),
     (
+        "fill",
+        "virtual CPUs, seed 003's filesystems (--seed003): the seed of the random fill a point runs on (default 1; which holes a fill makes is incidental, so what moves with it is noise)",
+    ),
+    (
         "walk_thunk",
         "virtual CPUs, fallocate3: 0 = the prefetch walk's steps priced as on a kernel without this machine's return thunk (Safe RET), as the seed's arm64 servers run: this kernel's step times the walk mimic's plain over thunked build (docs/measurements/prefetch-walk-cost.json), everything else as measured (a what-if; default 1)",
     ),

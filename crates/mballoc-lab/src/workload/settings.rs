@@ -54,6 +54,10 @@ pub struct LabSettings {
     /// Virtual CPUs, fallocate3: off (`walk_thunk=0`), the prefetch walk's steps cost what
     /// they would on a kernel without this machine's return thunk (a what-if); on by default.
     pub walk_thunk: bool,
+    /// Virtual CPUs, seed 003's filesystems: which random fill of the filesystem a point runs
+    /// on (`fill`, the seed of its holes; default 1). Which holes a fill makes is incidental,
+    /// so a figure that moves with it is noise (`reproduce` runs fills 1-3).
+    pub fill: Option<u64>,
     /// Virtual CPUs: the group locks shared as the kernel's `s_blockgroup_lock` shares them,
     /// this many hashed spinlocks (`bg_locks`; the kernel's `NR_BG_LOCKS`, 128 when built
     /// for 32 CPUs or more); 0, the default, one lock per group as the library has.
@@ -91,6 +95,7 @@ impl Default for LabSettings {
             line_ns: None,
             line_overlap: false,
             walk_thunk: true,
+            fill: None,
             bg_locks: 0,
             inode_bh: None,
             tunables: Vec::new(),
@@ -202,6 +207,7 @@ impl LabSettings {
                 }
                 "line_overlap" => s.line_overlap = switch(name, v)?,
                 "walk_thunk" => s.walk_thunk = switch(name, v)?,
+                "fill" => s.fill = Some(count(name, v)?),
                 "inode_bh" => s.inode_bh = Some(switch(name, v)?),
                 "bg_locks" => {
                     let n = v.parse::<u64>().unwrap_or(u64::MAX);
