@@ -3,7 +3,7 @@
 //! filesystems, base (`prefetch_test_before_set=0`) against patched, at a few of the
 //! published task counts, each judged by the rule of every published change (same sign,
 //! within a factor of two), the mostly free 15 TiB filesystem by staying within ±5 %. Each
-//! point counts [`ops`] operations and runs on three fills of its filesystem ([`FILLS`]),
+//! point counts `ops` operations and runs on three fills of its filesystem (`FILLS`),
 //! both sides of a fill on the same holes: the row is the fill whose change is the median,
 //! and half the range of the fills' changes widens its band as our runs' spread does for
 //! the real-time rows. Every bitmap is in memory from the start, as the kernel's
