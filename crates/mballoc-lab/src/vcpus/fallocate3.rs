@@ -1431,7 +1431,7 @@ pub fn render(curves: &[Curve]) -> String {
         let counted = if c.commit_cycles > 0 {
             format!("{} commit cycle(s) after one of warm-up", c.commit_cycles)
         } else {
-            "a few operations a task after the mount, before any commit".to_string()
+            "operations after the mount (the counted column), before any commit".to_string()
         };
         let _ = writeln!(
             t,

@@ -55,7 +55,10 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         let mut rep = run_experiment(e, a.quick, &bar);
         simulator.attach(&mut rep);
         #[cfg(feature = "vcpus")]
-        vcpu003::attach(&mut rep, a.quick);
+        {
+            let svg_dir = (a.output.out.as_ref()).map(|d| d.join(format!("seed-{}", rep.seed)));
+            vcpu003::attach(&mut rep, a.quick, svg_dir.as_deref());
+        }
         if !a.output.json {
             outln(&rep.render())?;
         }

@@ -57,12 +57,99 @@ pub fn ops(fs: &f3::Fs) -> u32 {
 #[cfg(feature = "vcpus")]
 pub const FILLS: [u64; 3] = [1, 2, 3];
 
-/// Adds seed 003's simulated rows to its report (nothing for another seed).
+/// The task counts of seed 003's curves (its tables' 1-128; 842 GiB's stop at 96).
 #[cfg(feature = "vcpus")]
-pub fn attach(rep: &mut SeedReport, quick: bool) {
+pub const CURVE_VCPUS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+
+/// Adds seed 003's simulated rows to its report (nothing for another seed); without
+/// `quick`, also its 1-128 curves on the same filesystems, each drawn under `svg_dir` when
+/// given ([`curves`]).
+#[cfg(feature = "vcpus")]
+pub fn attach(rep: &mut SeedReport, quick: bool, svg_dir: Option<&std::path::Path>) {
     if rep.seed != "003" {
         return;
     }
+    rows(rep, quick);
+    if !quick {
+        let ids: Vec<&str> = POINTS.iter().map(|(id, _)| *id).collect();
+        curves(rep, &ids, &CURVE_VCPUS, None, svg_dir);
+    }
+}
+
+/// Seed 003's curves, 1-128 tasks, on the filesystems of [`POINTS`], each point as the rows
+/// count it but on one fill (the first): printed as notes, with each published count's
+/// sign, factor-of-two and ±25 % (the rows, not these, are judged), and drawn as
+/// `vcpu-<fs>.svg` (ops/s against tasks, base and patched, the published points beside).
+/// `bytes` shrinks each filesystem (tests).
+#[cfg(feature = "vcpus")]
+fn curves(
+    rep: &mut SeedReport,
+    ids: &[&str],
+    vcpus: &[u32],
+    bytes: Option<u64>,
+    svg_dir: Option<&std::path::Path>,
+) {
+    let t0 = std::time::Instant::now();
+    let mut drawn = 0;
+    for &id in ids {
+        let curve = f3::filesystem(id).and_then(|fs| {
+            let fs = f3::Fs {
+                bytes: bytes.unwrap_or(fs.bytes),
+                ..fs
+            };
+            let like = Config {
+                ops: ops(&fs),
+                fill_seed: FILLS[0],
+                cached_bitmaps: true,
+                ..Config::new(fs, false)
+            };
+            f3::run_curve(fs, vcpus, &like)
+        });
+        let curve = match curve {
+            Ok(c) => c,
+            Err(e) => {
+                rep.failed
+                    .push(format!("{MODEL} fallocate3 curve {id}: {e}"));
+                continue;
+            }
+        };
+        rep.notes.push(format!(
+            "{MODEL} curve, not judged:\n{}",
+            f3::render(std::slice::from_ref(&curve))
+        ));
+        if let Some(dir) = svg_dir {
+            let drew = std::fs::create_dir_all(dir)
+                .map_err(|e| e.to_string())
+                .and_then(|()| {
+                    f3::plot(&curve, &dir.join(format!("vcpu-{id}.svg"))).map_err(|e| e.to_string())
+                });
+            match drew {
+                Ok(()) => drawn += 1,
+                Err(e) => rep
+                    .failed
+                    .push(format!("{MODEL} fallocate3 curve {id} SVG: {e}")),
+            }
+        }
+    }
+    rep.ran.push(format!(
+        "{MODEL}: seed 003's curves at {} tasks on the same filesystems, counted as the rows \
+         on their first fill{} ({:.1} s)",
+        vcpus
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        match svg_dir {
+            Some(d) => format!(", {drawn} drawn in {}", d.display()),
+            None => String::new(),
+        },
+        t0.elapsed().as_secs_f64()
+    ));
+}
+
+/// Seed 003's judged rows ([`POINTS`], or with `quick` the first count of the first two).
+#[cfg(feature = "vcpus")]
+fn rows(rep: &mut SeedReport, quick: bool) {
     let t0 = std::time::Instant::now();
     let chosen: Vec<(&str, Vec<u32>)> = if quick {
         POINTS[..2]
@@ -239,6 +326,34 @@ mod tests {
             assert_eq!(ops(&fs), want, "{id}");
             assert!(f64::from(ops(&fs)) <= fs.free_space_ops() / 2.0, "{id}");
         }
+    }
+
+    /// A curve is printed as a note and drawn under the report's folder; a filesystem that
+    /// cannot run is a failure of its own, not a panic, and the others still run.
+    #[test]
+    fn curves_are_printed_drawn_and_fail_alone() {
+        let dir = std::env::temp_dir().join(format!("mballoc-vcpu003-{}", std::process::id()));
+        let mut rep = SeedReport::empty("003");
+        curves(
+            &mut rep,
+            &["nosuch", "802g-68"],
+            &[1, 2],
+            Some(4 << 30),
+            Some(&dir),
+        );
+        assert_eq!(rep.failed.len(), 1, "{:?}", rep.failed);
+        assert!(rep.failed[0].contains("nosuch"), "{:?}", rep.failed);
+        assert_eq!(rep.notes.len(), 1);
+        assert!(rep.notes[0].contains("802g-68") && rep.notes[0].contains("not judged"));
+        let svg = std::fs::read_to_string(dir.join("vcpu-802g-68.svg")).unwrap();
+        assert!(
+            svg.starts_with("<svg") || svg.contains("<svg"),
+            "{}",
+            &svg[..80.min(svg.len())]
+        );
+        assert!(rep.ran.last().unwrap().contains("1 drawn"), "{:?}", rep.ran);
+        assert!(rep.judged.is_empty(), "curves are not judged");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The row is one fill's own pair, the one whose change is the median, and the spread is
