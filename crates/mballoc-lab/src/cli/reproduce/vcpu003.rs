@@ -57,6 +57,18 @@ pub fn ops(fs: &f3::Fs) -> u32 {
 #[cfg(feature = "vcpus")]
 pub const FILLS: [u64; 3] = [1, 2, 3];
 
+/// How the rows and the curves count a point on `fs`'s fill `fill_seed`: every bitmap in
+/// memory, [`ops`] operations over the tasks.
+#[cfg(feature = "vcpus")]
+fn protocol(fs: f3::Fs, fill_seed: u64) -> Config {
+    Config {
+        ops: ops(&fs),
+        fill_seed,
+        cached_bitmaps: true,
+        ..Config::new(fs, false)
+    }
+}
+
 /// The task counts of seed 003's curves (its tables' 1-128; 842 GiB's stop at 96).
 #[cfg(feature = "vcpus")]
 pub const CURVE_VCPUS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
@@ -97,13 +109,7 @@ fn curves(
                 bytes: bytes.unwrap_or(fs.bytes),
                 ..fs
             };
-            let like = Config {
-                ops: ops(&fs),
-                fill_seed: FILLS[0],
-                cached_bitmaps: true,
-                ..Config::new(fs, false)
-            };
-            f3::run_curve(fs, vcpus, &like)
+            f3::run_curve(fs, vcpus, &protocol(fs, FILLS[0]))
         });
         let curve = match curve {
             Ok(c) => c,
@@ -190,13 +196,7 @@ fn over_fills(
 ) -> Result<Vec<(f3::Fs, Row, f64)>, mballoc_lab::bench::BenchError> {
     let mut per_fill = Vec::new();
     for &fill_seed in &FILLS {
-        let like = Config {
-            ops: ops(&fs),
-            fill_seed,
-            cached_bitmaps: true,
-            ..Config::new(fs, false)
-        };
-        per_fill.push(f3::run_curve(fs, ns, &like)?.rows());
+        per_fill.push(f3::run_curve(fs, ns, &protocol(fs, fill_seed))?.rows());
     }
     let rows = per_fill[0].iter().enumerate().map(|(i, first)| {
         // Every fill ran the same published task counts, in the same order.
