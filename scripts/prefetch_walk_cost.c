@@ -29,12 +29,26 @@
  *       scripts/prefetch_walk_cost.c scripts/srso_return_thunk.S
  *   gcc -O2 -o /tmp/prefetch_walk_cost_plain scripts/prefetch_walk_cost.c
  *   /tmp/prefetch_walk_cost [groups 6417] [window 16] [evict_mb 0] [reps 201] [stride 192]
+ *       [walkers 0]
+ *
+ * With `walkers` W > 0: the walks run on 1, 2, 4, 8, 12, 16 ... up to W threads at once
+ * (thread t pinned to CPU t), all on the same groups, thread t starting t / n of the way
+ * round, as the tasks of a many-task fallocate3 scan from different groups: each side for
+ * `reps` ms, then ns per group, the median and the largest over the threads. That is seed
+ * 003's case on this machine's cores: 6.18's walk takes every group's line exclusive, so
+ * with two or more walkers each line comes from the walker before; seed 003's leaves them
+ * shared. Nothing else is shared (no bitmap, no lock), so the figures are the walk's alone.
  */
+#define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "pinned.h"
 
 #define READ_BIT 4
 #define PER_BLOCK 64
@@ -53,13 +67,6 @@ static struct group_info ***s_group_info;
 static struct buffer_head **s_group_desc;
 static unsigned groups;
 static __thread volatile int rcu_nesting;
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 __attribute__((noinline)) static void rcu_lock(void) { rcu_nesting++; }
 __attribute__((noinline)) static void rcu_unlock(void) { rcu_nesting--; }
@@ -122,6 +129,82 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+#define MAX_WALKERS 128
+
+struct walker {
+	pthread_t thread;
+	int cpu, n, side;
+	unsigned window;
+	long groups_walked;
+	double seconds;
+};
+
+static volatile int go, stop;
+
+static void *walker(void *p)
+{
+	struct walker *w = p;
+	pin(w->cpu);
+	unsigned g = (unsigned)((unsigned long)w->cpu * groups / w->n);
+	long walked = 0;
+	while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
+		;
+	double t0 = now();
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		g = w->side ? walk_seed003(g, w->window) : walk_618(g, w->window);
+		walked += w->window;
+	}
+	w->seconds = now() - t0;
+	w->groups_walked = walked;
+	return 0;
+}
+
+/* `n` walkers on one side for `ms` milliseconds; prints their median and largest ns a group. */
+static void walk_together(int n, int side, unsigned window, int ms, double *median, double *max)
+{
+	static struct walker w[MAX_WALKERS];
+	double ns[MAX_WALKERS];
+	go = 0;
+	stop = 0;
+	for (int t = 0; t < n; t++) {
+		w[t] = (struct walker){.cpu = t, .n = n, .side = side, .window = window};
+		pthread_create(&w[t].thread, 0, walker, &w[t]);
+	}
+	usleep(20000);
+	__atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+	usleep(ms * 1000);
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int t = 0; t < n; t++) {
+		pthread_join(w[t].thread, 0);
+		ns[t] = w[t].seconds * 1e9 / (double)w[t].groups_walked;
+	}
+	qsort(ns, n, sizeof(double), cmp);
+	*median = ns[n / 2];
+	*max = ns[n - 1];
+}
+
+static void walkers(int max, unsigned window, int ms)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (max > cpus)
+		max = (int)cpus;
+	if (max > MAX_WALKERS)
+		max = MAX_WALKERS;
+	int counts[MAX_WALKERS], k = 0;
+	for (int n = 1; n < max; n = n < 8 ? n * 2 : n + 4)
+		counts[k++] = n;
+	counts[k++] = max;
+	for (int c = 0; c < k; c++) {
+		double m618, x618, m003, x003;
+		walk_together(counts[c], 0, window, ms, &m618, &x618);
+		walk_together(counts[c], 1, window, ms, &m003, &x003);
+		printf("walkers %d groups %u window %u: 6.18 %.2f ns (max %.2f), seed 003 %.2f ns "
+		       "(max %.2f) per group\n",
+		       counts[c], groups, window, m618, x618, m003, x003);
+		fflush(stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	groups = argc > 1 ? atoi(argv[1]) : 6417;
@@ -145,6 +228,10 @@ int main(int argc, char **argv)
 		struct group_info *grp = (struct group_info *)(slab + g * stride);
 		grp->bb_state = 1ul << READ_BIT; /* read long ago */
 		s_group_info[g / PER_BLOCK][g % PER_BLOCK] = grp;
+	}
+	if (argc > 6 && atoi(argv[6]) > 0) {
+		walkers(atoi(argv[6]), window, reps);
+		return 0;
 	}
 	char *junk = evict ? malloc(evict) : NULL;
 	if (junk)

@@ -1056,7 +1056,7 @@ pub fn run_point(cfg: &Config, n: u32) -> Result<Point, BenchError> {
     if !cfg.walk_thunk && cfg.machine == Machine::Xeon16 {
         return Err(BenchError::Peer(
             "walk_thunk=0 on xeon16: its kernel runs no return thunk, and its walk's steps are \
-             priced as its points"
+             already priced as the walk mimic's plain build there"
                 .into(),
         ));
     }

@@ -641,3 +641,5 @@ mod tests003;
 mod tests003_xeon16;
 #[cfg(test)]
 mod tests16;
+#[cfg(test)]
+mod tests_walkers;

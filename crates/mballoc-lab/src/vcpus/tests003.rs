@@ -298,14 +298,15 @@ fn fallocate3_costs_are_the_stored_kernel_measurement() {
 
 /// The prefetch walk's prices are the stored measurements': the kernel's walk share on the
 /// 802 GiB image, and seed 003's step over 6.18's from the kernel-shaped walk built with the
-/// kernel's return thunk. And that walk reproduces the kernel's own step: its 6.18 figure
+/// kernel's return thunk; on `xeon16` that walk's plain build there. And that walk reproduces the kernel's own step: its 6.18 figure
 /// within ±15 % of the kernel's walk time over the model's steps (red if the program stops
 /// resembling the kernel's walk, or the stored step count drifts from the model's).
 #[test]
 fn the_walks_prices_are_the_stored_measurements() {
     use super::cost::{
         Costs, Machine, F3_WALK_STEPS_PER_OP, KERNEL_F3_ALLOC_NS_PER_OP, KERNEL_F3_WALK_SHARE,
-        WALK_TEST_OVER_SET,
+        WALK_TEST_OVER_SET, XEON16_F3_ALLOC_NS_PER_OP, XEON16_F3_POINTS_PER_OP,
+        XEON16_F3_WALK_STEPS_PER_OP, XEON16_WALK_SET_NS, XEON16_WALK_TEST_OVER_SET,
     };
     let k = stored("kernel-prefetch-walk.json");
     let img = &k["images"][0];
@@ -337,9 +338,32 @@ fn the_walks_prices_are_the_stored_measurements() {
         c.walk_test_ns,
         (kernel_step * WALK_TEST_OVER_SET).round() as u64
     );
-    // Where the walk was not measured a step is a point.
+    // `xeon16`: the mimic's plain build there (its kernel runs no return thunk), its
+    // points the rest of its kernel's allocator time.
+    let x16 = stored("prefetch-walk-cost-xeon16.json");
+    assert_eq!(x16["spec_rstack_overflow"], "Not affected");
+    let plain = &x16["builds"]["plain"]["median"];
+    let (set, test) = (
+        plain["ns_618"].as_f64().unwrap(),
+        plain["ns_seed003"].as_f64().unwrap(),
+    );
+    assert!((set - XEON16_WALK_SET_NS).abs() < 1e-9, "{set}");
+    assert!(
+        (test / set - XEON16_WALK_TEST_OVER_SET).abs() < 1e-9,
+        "{test}"
+    );
     let x = Costs::fallocate3(Machine::Xeon16);
-    assert_eq!(x.walk_set_ns, x.point_ns);
+    assert_eq!(x.walk_set_ns, set.round() as u64);
+    assert_eq!(x.walk_test_ns, test.round() as u64);
+    let whole = x.point_ns as f64 * (XEON16_F3_POINTS_PER_OP - XEON16_F3_WALK_STEPS_PER_OP)
+        + set * XEON16_F3_WALK_STEPS_PER_OP;
+    assert!(
+        (whole / XEON16_F3_ALLOC_NS_PER_OP - 1.0).abs() < 0.01,
+        "{whole}"
+    );
+    // Its fallocate2 calls keep a step a point (their walk was not sampled there).
+    let f2 = Costs::new(Machine::Xeon16, true);
+    assert_eq!(f2.walk_set_ns, f2.point_ns);
 }
 
 /// `walk_thunk=0` prices the walk's steps from the stored mimic's two builds (plain over
@@ -403,8 +427,13 @@ fn a_walk_without_the_return_thunk_is_the_mimics_plain_build() {
 /// --calibrate --seed003-image IMAGE`).
 #[test]
 fn the_fallocate3_counts_are_the_models_on_the_stored_layout() {
-    use super::cost::{F3_POINTS_PER_OP, F3_WALK_STEPS_PER_OP};
-    use super::fallocate3::{time_operations_on_image, IMAGE_COUNTED_OPS, KERNEL_CADENCE};
+    use super::cost::{
+        F3_POINTS_PER_OP, F3_WALK_STEPS_PER_OP, XEON16_F3_POINTS_PER_OP,
+        XEON16_F3_WALK_STEPS_PER_OP,
+    };
+    use super::fallocate3::{
+        time_operations_on_image, IMAGE_COUNTED_OPS, KERNEL_CADENCE, XEON16_CADENCE,
+    };
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/measurements/aged-802g-68.layout.gz"
@@ -421,6 +450,20 @@ fn the_fallocate3_counts_are_the_models_on_the_stored_layout() {
     // Seed 003's walk tests where 6.18's sets, group for group.
     let p = count(true);
     assert!(near(p.walk_tests_per_op, o.walk_sets_per_op), "{p:?}");
+    // The 16-core machine's cadence, over its 5 s window.
+    let x = time_operations_on_image(
+        std::path::Path::new(path),
+        false,
+        XEON16_CADENCE,
+        XEON16_CADENCE.commit_every,
+        1,
+    )
+    .unwrap();
+    assert!(near(x.points_per_op, XEON16_F3_POINTS_PER_OP), "{x:?}");
+    assert!(
+        near(x.walk_sets_per_op, XEON16_F3_WALK_STEPS_PER_OP),
+        "{x:?}"
+    );
 }
 
 /// fallocate2's walk steps are priced as measured: the stored share (the median of the
