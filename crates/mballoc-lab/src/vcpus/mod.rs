@@ -642,4 +642,6 @@ mod tests003_xeon16;
 #[cfg(test)]
 mod tests16;
 #[cfg(test)]
+mod tests_rest;
+#[cfg(test)]
 mod tests_walkers;
