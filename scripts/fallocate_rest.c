@@ -12,11 +12,16 @@
  *         inode update (ctime, `ext4_mark_inode_dirty`), but the blocks are mapped already,
  *         so mballoc is never called and no extent changes.
  *
+ * With `apart`, worker i makes its file in a directory of its own, DIR/w<i>: ext4 spreads
+ * top-level directories over the groups (Orlov), so the files' inodes land in different
+ * inode table blocks and no two workers share one (without it, as will-it-scale, the files
+ * are made one after another in DIR and take consecutive inodes, 16 to a block).
+ *
  * After WARM seconds the workers' counters are read, again after SECONDS; one line:
  * mode, workers, total calls a second, per worker (the mean) and the slowest worker.
  *
  *   gcc -O2 -Wall -o fallocate_rest scripts/fallocate_rest.c
- *   ./fallocate_rest DIR full|rest WORKERS [SECONDS=2] [WARM=1]
+ *   ./fallocate_rest DIR full|rest WORKERS [SECONDS=2] [WARM=1] [apart]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,14 +66,21 @@ static void fail(struct slot *sl, int code)
 	_exit(code);
 }
 
-static void worker(struct slot *sl, const char *dir, int rest, int cpu)
+static void worker(struct slot *sl, const char *dir, int rest, int apart, int cpu)
 {
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	sched_setaffinity(0, sizeof(set), &set);
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/rest.XXXXXX", dir);
+	if (apart) {
+		snprintf(path, sizeof(path), "%s/w%d", dir, cpu);
+		if (mkdir(path, 0755) != 0 && errno != EEXIST)
+			fail(sl, 5);
+		snprintf(path, sizeof(path), "%s/w%d/rest.XXXXXX", dir, cpu);
+	} else {
+		snprintf(path, sizeof(path), "%s/rest.XXXXXX", dir);
+	}
 	int fd = mkstemp(path);
 	if (fd < 0)
 		fail(sl, 1);
@@ -91,13 +104,14 @@ static void worker(struct slot *sl, const char *dir, int rest, int cpu)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s DIR full|rest WORKERS [SECONDS] [WARM]\n", argv[0]);
+		fprintf(stderr, "usage: %s DIR full|rest WORKERS [SECONDS] [WARM] [apart]\n", argv[0]);
 		return 2;
 	}
 	const char *dir = argv[1];
 	int rest = strcmp(argv[2], "rest") == 0;
 	int n = atoi(argv[3]);
 	double seconds = argc > 4 ? atof(argv[4]) : 2, warm = argc > 5 ? atof(argv[5]) : 1;
+	int apart = argc > 6 && strcmp(argv[6], "apart") == 0;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if ((!rest && strcmp(argv[2], "full") != 0) || n < 1 || n > MAX_WORKERS || seconds <= 0 ||
 	    warm < 0) {
@@ -120,7 +134,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (pids[i] == 0)
-			worker(&sl[i], dir, rest, (int)(i % cpus));
+			worker(&sl[i], dir, rest, apart, (int)(i % cpus));
 	}
 	pause_s(warm);
 	unsigned long long before[MAX_WORKERS];
@@ -141,8 +155,8 @@ int main(int argc, char **argv)
 		waitpid(pids[i], NULL, 0);
 		failed |= sl[i].err;
 	}
-	printf("mode %s workers %d total_ops_s %.0f per_worker_ops_s %.0f slowest_ops_s %.0f "
+	printf("mode %s%s workers %d total_ops_s %.0f per_worker_ops_s %.0f slowest_ops_s %.0f "
 	       "err %d\n",
-	       rest ? "rest" : "full", n, total, total / n, slowest, failed);
+	       rest ? "rest" : "full", apart ? " apart" : "", n, total, total / n, slowest, failed);
 	return failed ? 1 : 0;
 }

@@ -88,6 +88,28 @@ fn mark_inode_dirty(s: &Sched, me: usize, bh: Option<usize>) {
     }
 }
 
+/// jbd2's `start_this_handle` as its shared lines see it: `read_lock(&j_state_lock)`, then
+/// the running transaction's counters (`add_transaction_credits`' `atomic_add_return` on
+/// `t_outstanding_credits`, `atomic_inc` of `t_updates` and of `t_handle_count`, one line),
+/// then `read_unlock`. The three counter writes follow one another, so the line is taken
+/// once unless `each`: then each is a write of its own, which another CPU can take the line
+/// away between (what a contended line does to back-to-back atomics).
+fn handle_start(s: &Sched, me: usize, each: bool) {
+    s.touch(me, J_STATE_LOCK, Access::Write, None);
+    for _ in 0..if each { 3 } else { 1 } {
+        s.touch(me, TRANSACTION, Access::Write, None);
+    }
+    s.touch(me, J_STATE_LOCK, Access::Write, None);
+}
+
+/// `jbd2_journal_stop`'s `stop_this_handle`: `atomic_sub` of `t_outstanding_credits`,
+/// `atomic_dec_and_test` of `t_updates` (as [`handle_start`]).
+fn handle_stop(s: &Sched, me: usize, each: bool) {
+    for _ in 0..if each { 2 } else { 1 } {
+        s.touch(me, TRANSACTION, Access::Write, None);
+    }
+}
+
 /// One simulated configuration.
 #[derive(Debug, Clone, Serialize)]
 pub struct VcpuConfig {
@@ -107,6 +129,10 @@ pub struct VcpuConfig {
     /// The calls' marks of their inodes share the inode table block's buffer head (the lab
     /// setting `inode_bh`, which [`VcpuConfig::resolved`] applies; on by default).
     pub inode_bh: bool,
+    /// Each of a jbd2 handle's atomic writes to the running transaction's counters is a
+    /// write of that line of its own (the lab setting `jbd2_rmw=each`, a what-if; off:
+    /// one at the handle's start and one at its stop).
+    pub jbd2_rmw_each: bool,
 }
 
 impl VcpuConfig {
@@ -124,6 +150,7 @@ impl VcpuConfig {
             warmup_ns: 0,
             machine,
             inode_bh: true,
+            jbd2_rmw_each: false,
         }
     }
 
@@ -141,6 +168,7 @@ impl VcpuConfig {
             warmup_ns: lab.warmup_s.map_or(self.warmup_ns, ns),
             horizon_ns: lab.duration_s.map_or(self.horizon_ns, ns),
             inode_bh: lab.inode_bh.unwrap_or(self.inode_bh),
+            jbd2_rmw_each: self.jbd2_rmw_each || lab.jbd2_rmw_each,
             ..self.clone()
         }
     }
@@ -249,10 +277,7 @@ fn cpu_loop(
     let bh = cfg.inode_bh.then(|| inode_bh_line(f.ino()));
     while s.clock(me) < cfg.warmup_ns + cfg.horizon_ns {
         s.work(me, half);
-        // start_this_handle: read_lock(j_state_lock), t_updates, credits, read_unlock.
-        s.touch(me, J_STATE_LOCK, Access::Write, None);
-        s.touch(me, TRANSACTION, Access::Write, None);
-        s.touch(me, J_STATE_LOCK, Access::Write, None);
+        handle_start(s, me, cfg.jbd2_rmw_each);
         // ext4_mb_new_blocks charges the quota first: dquot_alloc_block marks the inode dirty.
         mark_inode_dirty(s, me, bh);
         let req = f.request(cfg.pattern, cfg.chunk, me as u32, vol);
@@ -278,8 +303,7 @@ fn cpu_loop(
             collisions += u64::from(collided);
             forced_commits += commits;
         }
-        // jbd2_journal_stop: t_updates.
-        s.touch(me, TRANSACTION, Access::Write, None);
+        handle_stop(s, me, cfg.jbd2_rmw_each);
         s.work(me, half);
         f.add(got.extent);
         calls += u64::from(counted);

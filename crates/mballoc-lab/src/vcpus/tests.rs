@@ -338,6 +338,45 @@ fn neighbouring_inodes_share_their_inode_table_blocks_line() {
     assert!(e.to_string().contains("inode_bh"), "{e}");
 }
 
+/// `jbd2_rmw=each` reaches the fallocate2 loop: one CPU makes the same calls either way (its
+/// back-to-back writes find the line its own), several move the transaction's line more
+/// often and wait for it longer. Bad values are errors naming the setting.
+#[test]
+fn jbd2_rmw_each_writes_the_transaction_line_once_per_atomic() {
+    let point = |n: u32, rmw: &str| {
+        run_point(
+            &small(
+                Policy::Linux618,
+                &["warmup_s=0.0001", rmw],
+                Machine::Xeon16,
+                300_000,
+            ),
+            n,
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        point(1, "jbd2_rmw=each").calls,
+        point(1, "jbd2_rmw=paired").calls
+    );
+    let (each, paired) = (point(8, "jbd2_rmw=each"), point(8, "jbd2_rmw=paired"));
+    let (e, p) = (&each.per_call, &paired.per_call);
+    assert!(
+        e.line_transfers > p.line_transfers + 1.0,
+        "{} against {}",
+        e.line_transfers,
+        p.line_transfers
+    );
+    assert!(
+        e.outside_line_wait_ns > p.outside_line_wait_ns,
+        "{} against {}",
+        e.outside_line_wait_ns,
+        p.outside_line_wait_ns
+    );
+    let err = crate::workload::LabSettings::parse(&["jbd2_rmw=3".to_string()]).unwrap_err();
+    assert!(err.to_string().contains("jbd2_rmw"), "{err}");
+}
+
 /// `bg_locks` reaches the allocator's group locks: with every group on one hashed lock, six
 /// CPUs that each allocate in their own groups find the lock busy or wait for it far more
 /// often than with one lock per group. Bad values are errors naming the setting.

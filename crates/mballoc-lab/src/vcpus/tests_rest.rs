@@ -11,12 +11,11 @@
 
 use std::sync::Arc;
 
-use mballoc::vcpu::Access;
 use serde_json::Value;
 
 use super::cost::{Costs, Machine};
 use super::sched::Sched;
-use super::{inode_bh_line, mark_inode_dirty, J_STATE_LOCK, TRANSACTION};
+use super::{handle_start, handle_stop, inode_bh_line, mark_inode_dirty};
 use crate::fs::FIRST_FILE_INO;
 
 /// Virtual time each CPU runs.
@@ -39,8 +38,8 @@ fn kernel(mode: &str, n: u64) -> f64 {
 }
 
 /// The model's calls a second per CPU for `n` CPUs each looping over the rest of a call,
-/// which costs `call_ns` on one CPU.
-fn model(n: usize, call_ns: f64) -> f64 {
+/// which costs `call_ns` on one CPU; `each`: the lab's `jbd2_rmw=each`.
+fn model(n: usize, call_ns: f64, each: bool) -> f64 {
     let mut costs = Costs::new(Machine::Xeon16, true);
     costs.outside_ns = call_ns.round() as u64;
     let costs = costs.on_cpus(n as u32);
@@ -55,11 +54,9 @@ fn model(n: usize, call_ns: f64) -> f64 {
                 let mut calls = 0u64;
                 while s.clock(me) < HORIZON_NS {
                     s.work(me, half);
-                    s.touch(me, J_STATE_LOCK, Access::Write, None);
-                    s.touch(me, TRANSACTION, Access::Write, None);
-                    s.touch(me, J_STATE_LOCK, Access::Write, None);
+                    handle_start(&s, me, each);
                     mark_inode_dirty(&s, me, bh);
-                    s.touch(me, TRANSACTION, Access::Write, None);
+                    handle_stop(&s, me, each);
                     s.work(me, half);
                     calls += 1;
                 }
@@ -82,12 +79,39 @@ fn model(n: usize, call_ns: f64) -> f64 {
 fn the_rest_of_a_call_scales_better_in_the_model_than_on_the_16_core_kernel() {
     let one = kernel("rest", 1);
     let call_ns = 1e9 / one;
-    let m1 = model(1, call_ns);
+    let m1 = model(1, call_ns, false);
     assert!((m1 / one - 1.0).abs() < 0.01, "{m1} against {one}");
     for (n, recorded) in [(2, 1.18), (4, 1.43), (8, 2.03), (16, 2.28)] {
-        let r = (model(n as usize, call_ns) / m1) / (kernel("rest", n) / one);
+        let r = (model(n as usize, call_ns, false) / m1) / (kernel("rest", n) / one);
         assert!(
             (r / recorded - 1.0).abs() < 0.1 && (r - 1.0).abs() > 0.15,
+            "{n} CPUs: model over kernel {r:.3} (recorded {recorded})"
+        );
+    }
+}
+
+/// With each of the handle's five counter writes a write of its own (`jbd2_rmw=each`, as
+/// jbd2's source makes them), the model's rest of a call stops scaling where the kernel's
+/// does: 8 and 16 CPUs within ±10 % of the kernel's share of one process's rate (the
+/// transaction's line then passes 5 writes a handle at 63 ns each: 3.2 M handles a second,
+/// the kernel's 3.2-3.5 M). At 4 it runs below the kernel (0.76 of its share) and at 2
+/// above (1.18, one CPU rarely takes the line between the other's back-to-back writes):
+/// recorded, red if either moves by a tenth. One CPU costs the same either way.
+#[test]
+fn with_each_journal_write_apart_the_rest_of_a_call_stops_where_the_kernels_does() {
+    let one = kernel("rest", 1);
+    let call_ns = 1e9 / one;
+    let m1 = model(1, call_ns, true);
+    assert!((m1 / model(1, call_ns, false) - 1.0).abs() < 1e-9);
+    let share = |n: u64| (model(n as usize, call_ns, true) / m1) / (kernel("rest", n) / one);
+    for n in [8, 16] {
+        let r = share(n);
+        assert!((r - 1.0).abs() <= 0.1, "{n} CPUs: model over kernel {r:.3}");
+    }
+    for (n, recorded) in [(2, 1.18), (4, 0.76)] {
+        let r = share(n);
+        assert!(
+            (r / recorded - 1.0).abs() < 0.1,
             "{n} CPUs: model over kernel {r:.3} (recorded {recorded})"
         );
     }

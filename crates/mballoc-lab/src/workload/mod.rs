@@ -139,6 +139,10 @@ pub const LAB_SETTINGS: &[(&str, &str)] = &[
         "virtual CPUs: each of a fallocate2 call's three ext4_mark_inode_dirty takes and drops a reference to the inode table block's buffer head, one line for the CPUs whose inodes share that block (16 inodes of 256 bytes a 4 KiB block) (default 1; 0: left out)",
     ),
     (
+        "jbd2_rmw",
+        "virtual CPUs, fallocate2: each = every atomic write a jbd2 handle makes to the running transaction's counters (three at start_this_handle, two at stop_this_handle) a write of that line of its own, which another CPU can take in between; paired (default) = one write at the start, one at the stop (a what-if; docs/vcpus/kernel-16-core.md, 'The rest of the call, measured apart')",
+    ),
+    (
         "bg_locks",
         "virtual CPUs: group locks shared as the kernel's s_blockgroup_lock shares them, this many hashed spinlocks, group g on lock g mod N (128: NR_BG_LOCKS of a kernel built for 32 or more CPUs); 0: one lock per group (default)",
     ),

@@ -67,6 +67,12 @@ pub struct LabSettings {
     /// lie in that block (`inode_bh`; unset: the point's own choice, on for fallocate2; 0:
     /// the line left out).
     pub inode_bh: Option<bool>,
+    /// Virtual CPUs: each of jbd2's atomic writes to the running transaction's counters a
+    /// handle makes (`start_this_handle`: `t_outstanding_credits`, `t_updates`,
+    /// `t_handle_count`; `stop_this_handle`: `t_outstanding_credits`, `t_updates`) is a write
+    /// of that line of its own, which another CPU can take in between (`jbd2_rmw=each`), not
+    /// one write at the start and one at the stop (`paired`, the default): a what-if.
+    pub jbd2_rmw_each: bool,
     /// `name=value` pairs for the allocator.
     pub tunables: Vec<String>,
 }
@@ -98,6 +104,7 @@ impl Default for LabSettings {
             fill: None,
             bg_locks: 0,
             inode_bh: None,
+            jbd2_rmw_each: false,
             tunables: Vec::new(),
         }
     }
@@ -209,6 +216,13 @@ impl LabSettings {
                 "walk_thunk" => s.walk_thunk = switch(name, v)?,
                 "fill" => s.fill = Some(count(name, v)?),
                 "inode_bh" => s.inode_bh = Some(switch(name, v)?),
+                "jbd2_rmw" => {
+                    s.jbd2_rmw_each = match v {
+                        "paired" => false,
+                        "each" => true,
+                        _ => return Err(LabError::bad(name, v, "paired or each")),
+                    }
+                }
                 "bg_locks" => {
                     let n = v.parse::<u64>().unwrap_or(u64::MAX);
                     if n != 0 && !(n.is_power_of_two() && n <= 1 << 16) {
