@@ -12,6 +12,7 @@
 //! | points per fallocate3 operation on that image | 50,777, of them 15,378 prefetch-walk steps | counted by `mballoc bench threads --calibrate --seed003-image IMAGE` at the kernel's commit cadence |
 //! | linux-6.18's prefetch walk in that operation's allocator time | 41.6 % (43.2 ns a step; the rest 26.3 ns a point) | this machine, `scripts/kernel_prefetch_walk.py --reps 3`: perf cpu-clock samples with `ext4_mb_prefetch` on the stack over those with `ext4_mb_new_blocks` (docs/measurements/kernel-prefetch-walk.json) |
 //! | seed 003's walk step over 6.18's | 0.497 | this machine, `scripts/prefetch_walk_cost.py`: the walk on kernel-shaped data with the kernel's return thunk (38.75 ns a 6.18 step, the kernel's 43.2 within 11 %); 0.529 without the thunk (docs/measurements/prefetch-walk-cost.json) |
+//! | `xeon16`: a fallocate3 walk step, linux-6.18's and seed 003's | 16.94 ns, 5.23 ns | that machine: `scripts/prefetch_walk_cost.py` plain build (its kernel runs no return thunk; docs/measurements/prefetch-walk-cost-xeon16.json); its fallocate2 steps stay points |
 //! | cache-line transfer, server | 79.5 ns | AnandTech, Zen 4 core-to-core latency, cross-CCX worst case |
 //! | cache-line transfer, this machine | 29 ns | `scripts/line_transfer.c` ping-pong, fastest batch of 3 × 50 (other runs under load: 320, 578, 661) |
 //! | spinlock hand-off, this machine | 198 ns | `scripts/line_transfer.c` hand-off, fastest batch of 3 × 50 (others: 1,611, 2,596) |
