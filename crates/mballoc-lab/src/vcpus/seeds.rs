@@ -271,6 +271,138 @@ impl Row {
     }
 }
 
+/// One published figure's curve: per-CPU rates of its base and patched sides at each CPU
+/// count, ascending, its own count among them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Curve {
+    pub published: Published,
+    pub variant: String,
+    pub base: Vec<(u32, f64)>,
+    pub patched: Vec<(u32, f64)>,
+}
+
+impl Points {
+    /// `pb`'s base and patched sides under `variant` at `cpus` and at `pb.cpus`.
+    pub fn curve(
+        &mut self,
+        pb: Published,
+        variant: &str,
+        cpus: &[u32],
+    ) -> Result<Curve, BenchError> {
+        let pair = pair(pb.seed);
+        let m = Machine::of_row(pb.machine);
+        let mut ns: Vec<u32> = cpus.to_vec();
+        ns.push(pb.cpus);
+        ns.sort_unstable();
+        ns.dedup();
+        let mut c = Curve {
+            published: pb,
+            variant: variant.to_string(),
+            base: Vec::new(),
+            patched: Vec::new(),
+        };
+        for n in ns {
+            let scan = pb.optimize_scan;
+            c.base
+                .push((n, self.rate(m, variant, scan, pair.settings(true), n)?));
+            c.patched
+                .push((n, self.rate(m, variant, scan, pair.settings(false), n)?));
+        }
+        Ok(c)
+    }
+}
+
+impl Curve {
+    /// The file a curve is drawn into: `seed000-80-scan0.svg` (`-variant` after a variant's).
+    pub fn file_name(&self) -> String {
+        let pb = self.published;
+        format!(
+            "seed{}-{}-scan{}{}.svg",
+            pb.seed,
+            pb.cpus,
+            u8::from(pb.optimize_scan),
+            if self.variant.is_empty() {
+                ""
+            } else {
+                "-variant"
+            }
+        )
+    }
+
+    /// Ops/s per virtual CPU against virtual CPUs, base and patched, the published points
+    /// beside them.
+    pub fn plot(&self, path: &Path) -> Result<(), BenchError> {
+        let pb = self.published;
+        let pair = pair(pb.seed);
+        let xy = |v: &[(u32, f64)]| v.iter().map(|&(n, r)| (f64::from(n), r)).collect();
+        let series = [
+            Series {
+                label: format!("base ({})", pair.label(true)),
+                points: xy(&self.base),
+            },
+            Series {
+                label: format!("patched ({})", pair.label(false)),
+                points: xy(&self.patched),
+            },
+            Series {
+                label: format!("published base, {}", pb.machine),
+                points: vec![(f64::from(pb.cpus), pb.base)],
+            },
+            Series {
+                label: format!("published patched, {}", pb.machine),
+                points: vec![(f64::from(pb.cpus), pb.patched)],
+            },
+        ];
+        let title = format!(
+            "seed {} fallocate2, mb_optimize_scan={} {}: ops/s per vCPU",
+            pb.seed,
+            u8::from(pb.optimize_scan),
+            self.variant
+        );
+        plot_throughput(&title, &series, path).map_err(|e| BenchError::Peer(e.to_string()))
+    }
+
+    /// The curve as a table: per-CPU rates and the change at each count, the published
+    /// figure on its own count's line.
+    pub fn render(&self) -> String {
+        use std::fmt::Write;
+        let pb = self.published;
+        let mut t = format!(
+            "seed {} fallocate2 on {}, mb_optimize_scan={}{}: ops/s per vCPU\n{:>5} {:>9} {:>9} {:>8}\n",
+            pb.seed,
+            pb.machine,
+            u8::from(pb.optimize_scan),
+            if self.variant.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", self.variant)
+            },
+            "vcpus",
+            "base",
+            "patched",
+            "change"
+        );
+        for (&(n, b), &(_, p)) in self.base.iter().zip(&self.patched) {
+            let _ = write!(
+                t,
+                "{n:>5} {b:>9.0} {p:>9.0} {:>+7.1}%",
+                100.0 * (p / b - 1.0)
+            );
+            if n == pb.cpus {
+                let _ = write!(
+                    t,
+                    "   published {:.0} -> {:.0}, {:+.1}%",
+                    pb.base,
+                    pb.patched,
+                    pb.change_pct()
+                );
+            }
+            t.push('\n');
+        }
+        t
+    }
+}
+
 /// Runs every published configuration under each `variant` (settings on both sides; `""`
 /// for linux-6.18 as it is), at `cpus` virtual CPUs for the curves (the published counts are
 /// always run), drawing a curve per seed, `mb_optimize_scan` and variant into `svg_dir`.
@@ -283,60 +415,10 @@ pub fn run(
     let mut points = Points::new(WARMUP_NS, WINDOW_NS).with_min_calls(MIN_WINDOW_CALLS);
     for &variant in variants {
         for pb in PUBLISHED {
-            let pair = pair(pb.seed);
-            let mut ns: Vec<u32> = cpus.to_vec();
-            ns.push(pb.cpus);
-            ns.sort_unstable();
-            ns.dedup();
-            let mut base_curve = Vec::new();
-            let mut patched_curve = Vec::new();
-            for &n in &ns {
-                let scan = pb.optimize_scan;
-                let m = Machine::of_row(pb.machine);
-                base_curve.push((
-                    f64::from(n),
-                    points.rate(m, variant, scan, pair.settings(true), n)?,
-                ));
-                patched_curve.push((
-                    f64::from(n),
-                    points.rate(m, variant, scan, pair.settings(false), n)?,
-                ));
-            }
+            let curve = points.curve(pb, variant, cpus)?;
             rows.push(points.row(pb, variant)?);
             if let Some(dir) = svg_dir {
-                let name = format!(
-                    "seed{}-{}-scan{}{}.svg",
-                    pb.seed,
-                    pb.cpus,
-                    u8::from(pb.optimize_scan),
-                    if variant.is_empty() { "" } else { "-variant" }
-                );
-                let series = [
-                    Series {
-                        label: format!("base ({})", pair.label(true)),
-                        points: base_curve,
-                    },
-                    Series {
-                        label: format!("patched ({})", pair.label(false)),
-                        points: patched_curve,
-                    },
-                    Series {
-                        label: format!("published base, {}", pb.machine),
-                        points: vec![(f64::from(pb.cpus), pb.base)],
-                    },
-                    Series {
-                        label: format!("published patched, {}", pb.machine),
-                        points: vec![(f64::from(pb.cpus), pb.patched)],
-                    },
-                ];
-                let title = format!(
-                    "seed {} fallocate2, mb_optimize_scan={} {}: ops/s per vCPU",
-                    pb.seed,
-                    u8::from(pb.optimize_scan),
-                    variant
-                );
-                plot_throughput(&title, &series, &dir.join(name))
-                    .map_err(|e| BenchError::Peer(e.to_string()))?;
+                curve.plot(&dir.join(curve.file_name()))?;
             }
         }
     }
@@ -408,6 +490,34 @@ mod tests {
         assert_eq!(p.longer_window(MAX_WINDOW_NS, 80, 80), None);
         let fixed = Points::new(WARMUP_NS, WINDOW_NS);
         assert_eq!(fixed.longer_window(10_000_000, 80, 80), None);
+    }
+
+    /// A curve holds each asked count and the published one, once and in order; its table
+    /// puts the published figure on that count's line, and its SVG is drawn.
+    #[test]
+    fn a_curve_runs_each_count_and_the_published_one() {
+        let mut p = Points::new(100_000, 100_000);
+        let pb = PUBLISHED[0];
+        let c = p.curve(pb, "", &[2, 1, pb.cpus]).unwrap();
+        let counts = |v: &[(u32, f64)]| v.iter().map(|&(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(counts(&c.base), vec![1, 2, pb.cpus]);
+        assert_eq!(counts(&c.patched), counts(&c.base));
+        assert!(c.base.iter().chain(&c.patched).all(|&(_, r)| r > 0.0));
+        // The points are the rows' own: a row after the curve runs nothing new.
+        let row = p.row(pb, "").unwrap();
+        assert_eq!((row.base, row.patched), (c.base[2].1, c.patched[2].1));
+        let text = c.render();
+        let line = text.lines().find(|l| l.contains("published")).unwrap();
+        assert!(
+            line.trim_start().starts_with(&pb.cpus.to_string()),
+            "{text}"
+        );
+        let dir = std::env::temp_dir().join(format!("mballoc-seed-curve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(c.file_name());
+        c.plot(&path).unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("<svg"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// One point's JSON (everything but the host time): 8 CPUs, 300 µs of virtual time each.

@@ -57,6 +57,7 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         #[cfg(feature = "vcpus")]
         {
             let svg_dir = (a.output.out.as_ref()).map(|d| d.join(format!("seed-{}", rep.seed)));
+            simulator.curves(&mut rep, svg_dir.as_deref());
             vcpu003::attach(&mut rep, a.quick, svg_dir.as_deref());
         }
         if !a.output.json {

@@ -136,6 +136,66 @@ impl Simulator {
     }
 }
 
+/// The virtual CPU counts of seeds 000's and 001's curves, beside each row's own count.
+#[cfg(feature = "vcpus")]
+pub const CURVE_VCPUS: [u32; 5] = [1, 16, 32, 64, 128];
+
+#[cfg(feature = "vcpus")]
+impl Simulator {
+    /// Seeds 000's and 001's curves, not with `--quick`: each published row's base and
+    /// patched sides at [`CURVE_VCPUS`] and its own count, on the rows' windows, printed as
+    /// a note (not judged: the seeds publish one count) and drawn under `svg_dir` as
+    /// `seed000-80-scan0.svg` (ops/s per vCPU against vCPUs, the published points beside).
+    pub fn curves(&mut self, rep: &mut SeedReport, svg_dir: Option<&std::path::Path>) {
+        use mballoc_lab::vcpus::seeds::PUBLISHED;
+        let rows: Vec<_> = PUBLISHED.iter().filter(|p| p.seed == rep.seed).collect();
+        if self.quick || rows.is_empty() {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let mut drawn = 0;
+        for &&pb in &rows {
+            let curve = match self.points.curve(pb, "", &CURVE_VCPUS) {
+                Ok(c) => c,
+                Err(e) => {
+                    rep.failed.push(format!("{MODEL} fallocate2 curve: {e}"));
+                    continue;
+                }
+            };
+            rep.notes
+                .push(format!("{MODEL} curve, not judged:\n{}", curve.render()));
+            if let Some(dir) = svg_dir {
+                let drew = std::fs::create_dir_all(dir)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| {
+                        curve
+                            .plot(&dir.join(curve.file_name()))
+                            .map_err(|e| e.to_string())
+                    });
+                match drew {
+                    Ok(()) => drawn += 1,
+                    Err(e) => rep
+                        .failed
+                        .push(format!("{MODEL} fallocate2 curve SVG: {e}")),
+                }
+            }
+        }
+        rep.ran.push(format!(
+            "{MODEL}: the rows' curves at {} virtual CPUs and each row's own count{} ({:.1} s)",
+            CURVE_VCPUS
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            match svg_dir {
+                Some(d) => format!(", {drawn} drawn in {}", d.display()),
+                None => String::new(),
+            },
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+}
+
 #[cfg(feature = "vcpus")]
 mod model {
     use mballoc_lab::vcpus::seeds::Row;
