@@ -165,34 +165,57 @@ impl Simulator {
             rep.notes
                 .push(format!("{MODEL} curve, not judged:\n{}", curve.render()));
             if let Some(dir) = svg_dir {
-                let drew = std::fs::create_dir_all(dir)
-                    .map_err(|e| e.to_string())
-                    .and_then(|()| {
-                        curve
-                            .plot(&dir.join(curve.file_name()))
-                            .map_err(|e| e.to_string())
-                    });
-                match drew {
-                    Ok(()) => drawn += 1,
-                    Err(e) => rep
-                        .failed
-                        .push(format!("{MODEL} fallocate2 curve SVG: {e}")),
-                }
+                let name = curve.file_name();
+                let plot = |path: &std::path::Path| curve.plot(path).map_err(|e| e.to_string());
+                drawn += usize::from(draw(rep, dir, &name, "fallocate2 curve", plot));
             }
         }
         rep.ran.push(format!(
             "{MODEL}: the rows' curves at {} virtual CPUs and each row's own count{} ({:.1} s)",
-            CURVE_VCPUS
-                .iter()
-                .map(|n| n.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            match svg_dir {
-                Some(d) => format!(", {drawn} drawn in {}", d.display()),
-                None => String::new(),
-            },
+            counts(&CURVE_VCPUS),
+            drawn_in(svg_dir, drawn),
             t0.elapsed().as_secs_f64()
         ));
+    }
+}
+
+/// Draws one curve into `dir` (made if missing) as `name` with `plot`; a failure goes to the
+/// report's failures as `what SVG: error`, the run going on. Whether it was drawn.
+#[cfg(feature = "vcpus")]
+pub(super) fn draw(
+    rep: &mut SeedReport,
+    dir: &std::path::Path,
+    name: &str,
+    what: &str,
+    plot: impl FnOnce(&std::path::Path) -> Result<(), String>,
+) -> bool {
+    let drew = std::fs::create_dir_all(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| plot(&dir.join(name)));
+    match drew {
+        Ok(()) => true,
+        Err(e) => {
+            rep.failed.push(format!("{MODEL} {what} SVG: {e}"));
+            false
+        }
+    }
+}
+
+/// `1, 16, 32`: the counts a curve ran at, for its `ran:` line.
+#[cfg(feature = "vcpus")]
+pub(super) fn counts(n: &[u32]) -> String {
+    n.iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `, 4 drawn in DIR` when curves were drawn into `svg_dir`, else nothing.
+#[cfg(feature = "vcpus")]
+pub(super) fn drawn_in(svg_dir: Option<&std::path::Path>, drawn: usize) -> String {
+    match svg_dir {
+        Some(d) => format!(", {drawn} drawn in {}", d.display()),
+        None => String::new(),
     }
 }
 

@@ -17,7 +17,7 @@
 #[cfg(feature = "vcpus")]
 use super::experiment::{JudgedRow, SeedReport};
 #[cfg(feature = "vcpus")]
-use super::vcpu::MODEL;
+use super::vcpu::{counts, draw, drawn_in, MODEL};
 #[cfg(feature = "vcpus")]
 use super::verdict::Expect;
 #[cfg(feature = "vcpus")]
@@ -124,31 +124,22 @@ fn curves(
             f3::render(std::slice::from_ref(&curve))
         ));
         if let Some(dir) = svg_dir {
-            let drew = std::fs::create_dir_all(dir)
-                .map_err(|e| e.to_string())
-                .and_then(|()| {
-                    f3::plot(&curve, &dir.join(format!("vcpu-{id}.svg"))).map_err(|e| e.to_string())
-                });
-            match drew {
-                Ok(()) => drawn += 1,
-                Err(e) => rep
-                    .failed
-                    .push(format!("{MODEL} fallocate3 curve {id} SVG: {e}")),
-            }
+            let name = format!("vcpu-{id}.svg");
+            let plot = |path: &std::path::Path| f3::plot(&curve, path).map_err(|e| e.to_string());
+            drawn += usize::from(draw(
+                rep,
+                dir,
+                &name,
+                &format!("fallocate3 curve {id}"),
+                plot,
+            ));
         }
     }
     rep.ran.push(format!(
         "{MODEL}: seed 003's curves at {} tasks on the same filesystems, counted as the rows \
          on their first fill{} ({:.1} s)",
-        vcpus
-            .iter()
-            .map(|n| n.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        match svg_dir {
-            Some(d) => format!(", {drawn} drawn in {}", d.display()),
-            None => String::new(),
-        },
+        counts(vcpus),
+        drawn_in(svg_dir, drawn),
         t0.elapsed().as_secs_f64()
     ));
 }
