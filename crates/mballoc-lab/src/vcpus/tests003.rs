@@ -298,9 +298,10 @@ fn fallocate3_costs_are_the_stored_kernel_measurement() {
 
 /// The prefetch walk's prices are the stored measurements': the kernel's walk share on the
 /// 802 GiB image, and seed 003's step over 6.18's from the kernel-shaped walk built with the
-/// kernel's return thunk; on `xeon16` that walk's plain build there. And that walk reproduces the kernel's own step: its 6.18 figure
-/// within ±15 % of the kernel's walk time over the model's steps (red if the program stops
-/// resembling the kernel's walk, or the stored step count drifts from the model's).
+/// kernel's return thunk; on `xeon16` that walk's plain build there. And that walk
+/// reproduces the kernel's own step: its 6.18 figure within ±15 % of the kernel's walk time
+/// over the model's steps (red if the program stops resembling the kernel's walk, or the
+/// stored step count drifts from the model's).
 #[test]
 fn the_walks_prices_are_the_stored_measurements() {
     use super::cost::{
