@@ -176,8 +176,18 @@ pub struct Points {
     horizon_ns: u64,
     /// The fewest calls a window counts per CPU (0: the window as given).
     min_calls: u64,
-    /// (machine, variant, scan, side's settings) -> cpus -> ops/s per CPU.
-    done: BTreeMap<PointKey, BTreeMap<u32, f64>>,
+    /// (machine, variant, scan, side's settings) -> cpus -> what its point measured.
+    done: BTreeMap<PointKey, BTreeMap<u32, Sample>>,
+}
+
+/// What [`Points`] keeps of a point.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// Calls per second per CPU.
+    per_cpu: f64,
+    /// Counted calls whose extent did not start at the goal block, the end of the file's
+    /// last extent, per call: the extents a call adds to its file instead of growing one.
+    new_extents: f64,
 }
 
 impl Points {
@@ -223,6 +233,18 @@ impl Points {
         side: Vec<String>,
         n: u32,
     ) -> Result<f64, BenchError> {
+        Ok(self.sample(machine, variant, scan, side, n)?.per_cpu)
+    }
+
+    /// The point of [`Points::rate`], run once a configuration.
+    fn sample(
+        &mut self,
+        machine: Machine,
+        variant: &str,
+        scan: bool,
+        side: Vec<String>,
+        n: u32,
+    ) -> Result<Sample, BenchError> {
         let mut settings = vec![format!("mb_optimize_scan={}", u8::from(scan))];
         settings.extend(variant.split_whitespace().map(String::from));
         settings.extend(side.iter().cloned());
@@ -238,7 +260,14 @@ impl Points {
             cfg.horizon_ns = longer;
             point = run_point(&cfg, n)?;
         }
-        let r = point.ops_per_s_per_cpu;
+        assert!(
+            (0.0..=1.0).contains(&point.per_call.goal_hits),
+            "a call hits its goal at most once"
+        );
+        let r = Sample {
+            per_cpu: point.ops_per_s_per_cpu,
+            new_extents: 1.0 - point.per_call.goal_hits,
+        };
         self.done.entry(key).or_default().insert(n, r);
         Ok(r)
     }
@@ -251,6 +280,36 @@ impl Points {
         let patched = self.rate(m, variant, pb.optimize_scan, pair.settings(false), pb.cpus)?;
         Ok(Row::judge(pb, variant, base, patched))
     }
+
+    /// What seed `pb.seed`'s pair does to its files at `pb`'s CPU count: the new extents a
+    /// call makes, base and patched (the points of [`Points::row`], not run again).
+    pub fn merging(&mut self, pb: Published) -> Result<Merging, BenchError> {
+        let pair = pair(pb.seed);
+        let m = Machine::of_row(pb.machine);
+        let scan = pb.optimize_scan;
+        let base = self.sample(m, "", scan, pair.settings(true), pb.cpus)?;
+        let patched = self.sample(m, "", scan, pair.settings(false), pb.cpus)?;
+        Ok(Merging {
+            published: pb,
+            base: base.new_extents,
+            patched: patched.new_extents,
+        })
+    }
+}
+
+/// Seed 000's account of why one stream goal hurts files as well as speed: "when multiple
+/// processes allocate blocks, having just one global goal means they all fight over the same
+/// group. This drastically lowers the chances of extents merging and leads to much worse
+/// file fragmentation." It publishes no figure for it, so the claim is a direction: fewer
+/// new extents a call with the patch. A fallocate2 call whose extent starts at its goal
+/// (the block after the file's last) merges into that extent (`ext4_ext_try_to_merge`);
+/// any other call starts a new one.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Merging {
+    pub published: Published,
+    /// New extents per call, base and patched.
+    pub base: f64,
+    pub patched: f64,
 }
 
 impl Row {
@@ -490,6 +549,23 @@ mod tests {
         assert_eq!(p.longer_window(MAX_WINDOW_NS, 80, 80), None);
         let fixed = Points::new(WARMUP_NS, WINDOW_NS);
         assert_eq!(fixed.longer_window(10_000_000, 80, 80), None);
+    }
+
+    /// Seed 000's claim on files reads the rows' own points: nothing runs again, and a call
+    /// makes one new extent at most.
+    #[test]
+    fn merging_reads_the_rows_points() {
+        let mut p = Points::new(100_000, 100_000);
+        let pb = Published {
+            cpus: 8,
+            ..PUBLISHED[0]
+        };
+        p.row(pb, "").unwrap();
+        let points = |p: &Points| p.done.values().map(BTreeMap::len).sum::<usize>();
+        let before = points(&p);
+        let m = p.merging(pb).unwrap();
+        assert_eq!(points(&p), before);
+        assert!([m.base, m.patched].iter().all(|x| (0.0..=1.0).contains(x)));
     }
 
     /// A curve holds each asked count and the published one, once and in order; its table

@@ -91,9 +91,16 @@ impl Simulator {
             .filter(|p| p.seed == rep.seed)
             .map(|&p| self.points.row(p, ""))
             .collect();
-        match rows {
-            Ok(rows) => {
+        // Seed 000 also says what one goal does to files; the same points measure it.
+        let merging: Result<Vec<_>, _> = PUBLISHED
+            .iter()
+            .filter(|p| p.seed == rep.seed && rep.seed == "000")
+            .map(|&p| self.points.merging(p))
+            .collect();
+        match rows.and_then(|r| merging.map(|m| (r, m))) {
+            Ok((rows, merging)) => {
                 model::add_rows(rep, &rows);
+                model::add_merging(rep, &merging);
                 use mballoc_lab::vcpus::seeds::{MAX_WINDOW_NS, MIN_WINDOW_CALLS};
                 rep.ran.push(format!(
                     "{MODEL}: fallocate2 on virtual CPUs, {:.0} ms of virtual time per CPU \
@@ -221,7 +228,7 @@ pub(super) fn drawn_in(svg_dir: Option<&std::path::Path>, drawn: usize) -> Strin
 
 #[cfg(feature = "vcpus")]
 mod model {
-    use mballoc_lab::vcpus::seeds::Row;
+    use mballoc_lab::vcpus::seeds::{Merging, Row};
 
     use super::super::experiment::{JudgedRow, SeedReport};
     use super::super::verdict::Expect;
@@ -275,6 +282,35 @@ mod model {
                 headline: false,
                 basis: format!("{basis} (simulated: {MODEL})"),
                 judged: expect.judge(r.base, r.patched, 0.0),
+            });
+        }
+        rep.rejudge();
+    }
+
+    /// The seed's words on files, which [`Merging`] turns into a direction.
+    pub const MERGING_CLAIM: &str = "one global goal \"drastically lowers the chances of \
+                                     extents merging and leads to much worse file \
+                                     fragmentation\" when many processes allocate (no figure)";
+
+    /// Seed 000's claim on files at each published CPU count: fewer new extents a call with
+    /// the patch, judged as a direction (deterministic: no noise band).
+    pub fn add_merging(rep: &mut SeedReport, rows: &[Merging]) {
+        for m in rows {
+            let p = m.published;
+            let label = format!(
+                "fallocate2 {MODEL} N={} scan={}: new_extents_per_call",
+                p.cpus,
+                u8::from(p.optimize_scan)
+            );
+            let note = format!("fewer ({}, {} CPUs; no figure)", p.machine, p.cpus);
+            rep.table.row_note(&label, m.base, m.patched, &note);
+            rep.judged.push(JudgedRow {
+                label,
+                base: m.base,
+                improved: m.patched,
+                headline: false,
+                basis: format!("{MERGING_CLAIM} (simulated: {MODEL})"),
+                judged: Expect::Lower { noise: 0.0 }.judge(m.base, m.patched, 0.0),
             });
         }
         rep.rejudge();
@@ -360,6 +396,52 @@ mod tests {
             "{}",
             rep.render()
         );
+    }
+
+    /// Seed 000's claim on files is judged by direction at each published count: fewer new
+    /// extents a call with the patch passes, as many or more fails, and the seed's verdict
+    /// follows. The figures are given, not simulated (fast).
+    #[cfg(feature = "vcpus")]
+    #[test]
+    fn the_claim_on_files_is_judged_by_direction() {
+        use mballoc_lab::vcpus::seeds::{Merging, PUBLISHED};
+        let judged = |patched: f64| {
+            let rows: Vec<Merging> = PUBLISHED
+                .iter()
+                .filter(|p| p.seed == "000")
+                .map(|&published| Merging {
+                    published,
+                    base: 0.9,
+                    patched,
+                })
+                .collect();
+            let mut rep = report("000");
+            model::add_merging(&mut rep, &rows);
+            rep
+        };
+        let rep = judged(0.4);
+        let files: Vec<_> = rep
+            .judged
+            .iter()
+            .filter(|j| j.label.ends_with("new_extents_per_call"))
+            .collect();
+        assert_eq!(files.len(), 4, "{}", rep.render());
+        assert!(files.iter().all(|j| j.judged.status == Status::Pass));
+        assert!(files.iter().all(|j| j.basis.contains("extents merging")));
+        for patched in [0.9, 1.0] {
+            let rep = judged(patched);
+            assert!(rep
+                .judged
+                .iter()
+                .filter(|j| j.label.ends_with("new_extents_per_call"))
+                .all(|j| j.judged.status == Status::Fail));
+            assert_ne!(
+                rep.verdict,
+                super::super::verdict::Verdict::Reproduced,
+                "{}",
+                rep.render()
+            );
+        }
     }
 
     /// The simulator itself, 4 virtual CPUs for 0.2 ms after 0.1 ms: the row gets a counted
