@@ -67,9 +67,14 @@ pub enum CliError {
     /// `--vcpus` on a workload the simulator does not drive.
     #[error(
         "--vcpus runs the `bench threads` request patterns only: workload {workload} is not \
-         one of them (accepted: {accepted})"
+         one of them (accepted: {accepted}){elsewhere}"
     )]
-    VcpusWorkload { workload: String, accepted: String },
+    VcpusWorkload {
+        workload: String,
+        accepted: String,
+        /// Where the workload does run on virtual CPUs, if it does.
+        elsewhere: &'static str,
+    },
     /// `--vcpus` in a binary built without the simulator.
     #[cfg_attr(feature = "vcpus", allow(dead_code))]
     #[error(

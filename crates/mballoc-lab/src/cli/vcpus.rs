@@ -400,9 +400,18 @@ pub const MAX_VCPUS: u32 = 128;
 /// What every build can check about `--vcpus`: the workload and the counts.
 pub fn check_vcpus(workload: &str, counts: &[u32]) -> Result<(), CliError> {
     if !VCPU_WORKLOADS.contains(&workload) {
+        // Seed 003's loop runs on virtual CPUs on the seed's own filesystems or an image's
+        // layout, which `bench threads` names.
+        let elsewhere = if matches!(workload, "fallocate3" | "seed003") {
+            "; fallocate3 on virtual CPUs: mballoc bench threads --vcpus N,... --seed003 \
+             802g-68 (seed 003's filesystems) or --seed003-image IMAGE"
+        } else {
+            ""
+        };
         return Err(CliError::VcpusWorkload {
             workload: workload.to_string(),
             accepted: VCPU_WORKLOADS.join(", "),
+            elsewhere,
         });
     }
     if let Some(n) = counts.iter().find(|&&n| n == 0 || n > MAX_VCPUS) {

@@ -60,6 +60,46 @@ pub const PUBLISHED: [Published; 8] = [
     p("001", "AMD 9654 x2", true, 96, 3209.0, 6101.0),
 ];
 
+/// A figure a seed gives in its prose rather than its tables: the kernel before the patch on
+/// `from` and on `to` containers, total fallocate calls per second.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Prose {
+    pub seed: &'static str,
+    /// Whose costs, as [`Published::machine`].
+    pub machine: &'static str,
+    pub optimize_scan: bool,
+    pub from: u32,
+    pub to: u32,
+    pub from_total: f64,
+    pub to_total: f64,
+    /// The seed's words.
+    pub words: &'static str,
+}
+
+impl Prose {
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.to_total / self.from_total - 1.0)
+    }
+}
+
+/// Seed 001's example of what it fixes ("one container might do 300,000 IOPS, but if you
+/// run two at the same time, the total is only 150,000"). It names no machine or setting:
+/// the rate is the Kunpeng 920's one-container one (seed 000's 337,597-341,440), and the
+/// words before it ("they all try to use the same block group in the same list") are
+/// `mb_optimize_scan=1`'s.
+pub const PROSE: [Prose; 1] = [Prose {
+    seed: "001",
+    machine: "Kunpeng 920",
+    optimize_scan: true,
+    from: 1,
+    to: 2,
+    from_total: 300_000.0,
+    to_total: 150_000.0,
+    words: "\"Even just two processes doing this can cut the IOPS in half. For example, one \
+            container might do 300,000 IOPS, but if you run two at the same time, the total \
+            is only 150,000.\"",
+}];
+
 /// A seed's comparison: the kernel just before its patch against the kernel with it, both
 /// written as linux-6.18 plus settings, so that the two sides differ in the patch's switch
 /// alone.
@@ -294,6 +334,19 @@ impl Points {
             base: base.new_extents,
             patched: patched.new_extents,
         })
+    }
+}
+
+impl Points {
+    /// Our totals for a prose figure: the seed's base side on `p.from` and on `p.to` CPUs,
+    /// calls per second of all CPUs together.
+    pub fn prose(&mut self, p: Prose) -> Result<(f64, f64), BenchError> {
+        let base = pair(p.seed).settings(true);
+        let m = Machine::of_row(p.machine);
+        let scan = p.optimize_scan;
+        let from = self.rate(m, "", scan, base.clone(), p.from)? * f64::from(p.from);
+        let to = self.rate(m, "", scan, base, p.to)? * f64::from(p.to);
+        Ok((from, to))
     }
 }
 

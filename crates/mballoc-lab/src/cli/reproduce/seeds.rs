@@ -233,7 +233,8 @@ const SEED_001: Experiment = Experiment {
         },
     ],
     notes: &["The seed's figures are for 80 and 96 containers; ours run 2 tasks."],
-    claim: "fallocate2: 80-96 containers +80.7% .. +345%",
+    claim: "fallocate2: 80-96 containers +80.7% .. +345%; before it, 2 containers halve one's \
+            total",
 };
 
 /// One standard deviation of seed 002's frag_pct_mean, in % of its base: "frag_pct_mean 43.59

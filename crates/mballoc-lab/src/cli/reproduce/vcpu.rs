@@ -81,7 +81,7 @@ impl Simulator {
     /// place of its "not measurable here" claim.
     #[cfg(feature = "vcpus")]
     pub fn attach(&mut self, rep: &mut SeedReport) {
-        use mballoc_lab::vcpus::seeds::PUBLISHED;
+        use mballoc_lab::vcpus::seeds::{PROSE, PUBLISHED};
         if !rep.judged.iter().any(is_container_claim) {
             return;
         }
@@ -97,10 +97,16 @@ impl Simulator {
             .filter(|p| p.seed == rep.seed && rep.seed == "000")
             .map(|&p| self.points.merging(p))
             .collect();
-        match rows.and_then(|r| merging.map(|m| (r, m))) {
-            Ok((rows, merging)) => {
+        let prose: Result<Vec<_>, _> = PROSE
+            .iter()
+            .filter(|p| p.seed == rep.seed)
+            .map(|&p| self.points.prose(p).map(|totals| (p, totals)))
+            .collect();
+        match rows.and_then(|r| merging.and_then(|m| prose.map(|p| (r, m, p)))) {
+            Ok((rows, merging, prose)) => {
                 model::add_rows(rep, &rows);
                 model::add_merging(rep, &merging);
+                model::add_prose(rep, &prose);
                 use mballoc_lab::vcpus::seeds::{MAX_WINDOW_NS, MIN_WINDOW_CALLS};
                 rep.ran.push(format!(
                     "{MODEL}: fallocate2 on virtual CPUs, {:.0} ms of virtual time per CPU \
@@ -228,7 +234,7 @@ pub(super) fn drawn_in(svg_dir: Option<&std::path::Path>, drawn: usize) -> Strin
 
 #[cfg(feature = "vcpus")]
 mod model {
-    use mballoc_lab::vcpus::seeds::{Merging, Row};
+    use mballoc_lab::vcpus::seeds::{Merging, Prose, Row};
 
     use super::super::experiment::{JudgedRow, SeedReport};
     use super::super::verdict::Expect;
@@ -311,6 +317,43 @@ mod model {
                 headline: false,
                 basis: format!("{MERGING_CLAIM} (simulated: {MODEL})"),
                 judged: Expect::Lower { noise: 0.0 }.judge(m.base, m.patched, 0.0),
+            });
+        }
+        rep.rejudge();
+    }
+
+    /// A seed's prose figure: its base side's total on `from` and on `to` CPUs, judged as
+    /// the tables are (same sign, within a factor of two of the change the words give).
+    pub fn add_prose(rep: &mut SeedReport, rows: &[(Prose, (f64, f64))]) {
+        for &(p, (from, to)) in rows {
+            let label = format!(
+                "fallocate2 {MODEL} base N={}->{} scan={}: ops_per_sec (all CPUs)",
+                p.from,
+                p.to,
+                u8::from(p.optimize_scan)
+            );
+            let note = format!(
+                "{:+.1}% ({} -> {} in all, {} -> {} containers, before the patch; an example \
+                 in prose)",
+                p.change_pct(),
+                p.from_total,
+                p.to_total,
+                p.from,
+                p.to
+            );
+            rep.table.row_note(&label, from, to, &note);
+            let expect = Expect::Near {
+                published: p.change_pct(),
+                factor: FACTOR,
+                noise: 0.0,
+            };
+            rep.judged.push(JudgedRow {
+                label,
+                base: from,
+                improved: to,
+                headline: false,
+                basis: format!("{} (simulated: {MODEL}, {} costs)", p.words, p.machine),
+                judged: expect.judge(from, to, 0.0),
             });
         }
         rep.rejudge();
@@ -442,6 +485,30 @@ mod tests {
                 rep.render()
             );
         }
+    }
+
+    /// A prose figure is judged as the tables are: our base side's total from one count to
+    /// the other against the change the words give, the row named as the model's.
+    #[cfg(feature = "vcpus")]
+    #[test]
+    fn a_prose_figure_is_judged_like_a_table() {
+        use mballoc_lab::vcpus::seeds::PROSE;
+        let p = PROSE[0];
+        assert_eq!((p.seed, p.from, p.to), ("001", 1, 2));
+        assert!((p.change_pct() + 50.0).abs() < 1e-9);
+        let judged = |to: f64| {
+            let mut rep = report("001");
+            model::add_prose(&mut rep, &[(p, (300_000.0, to))]);
+            let row = rep.judged.last().unwrap().clone();
+            assert!(row.label.contains(MODEL) && row.label.contains("N=1->2"));
+            assert!(row.basis.contains("300,000"), "{}", row.basis);
+            row.judged.status
+        };
+        assert_eq!(judged(150_000.0), Status::Pass);
+        assert_eq!(judged(200_000.0), Status::Pass);
+        // -22 %: under half the published fall.
+        assert_eq!(judged(234_000.0), Status::Fail);
+        assert_eq!(judged(330_000.0), Status::Fail);
     }
 
     /// The simulator itself, 4 virtual CPUs for 0.2 ms after 0.1 ms: the row gets a counted
