@@ -666,6 +666,8 @@ mod tests003_xeon16;
 #[cfg(test)]
 mod tests16;
 #[cfg(test)]
+mod tests_goal_files;
+#[cfg(test)]
 mod tests_rest;
 #[cfg(test)]
 mod tests_walkers;

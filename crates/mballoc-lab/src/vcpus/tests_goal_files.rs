@@ -1,0 +1,73 @@
+//! Seed 000's claim on files held against this machine's kernel
+//! (docs/measurements/kernel-goal-files.json, `scripts/kernel_goal_files.py`): 6.18 gives a
+//! file system one stream goal per four groups up to its possible CPUs, so on this 2-CPU
+//! machine 512 MiB (4 groups) has one goal, the kernel before seed 000, and 2 GiB (16
+//! groups) two. fallocate2 with `mb_optimize_scan=0`, the share of calls that started a new
+//! extent (the result not at the call's goal block), kernel medians of 3 against the model
+//! on this machine's costs under the kernel's protocol: the calls of 0.5 s after 1.5 s of a
+//! fresh file system (by then both sizes have run out of space and forced a commit).
+
+use mballoc::Policy;
+use serde_json::Value;
+
+use super::cost::Machine;
+use super::tests16::measurement;
+use super::*;
+
+fn stored() -> Value {
+    measurement("kernel-goal-files.json")
+}
+
+/// The kernel's median share of calls that started a new extent.
+fn kernel(j: &Value, size: &str, n: u32) -> f64 {
+    j["medians"][format!("{size}/{n}")].as_f64().unwrap()
+}
+
+/// The model's, on a file system of `bytes`.
+fn model(bytes: u64, n: u32) -> f64 {
+    let cfg = VcpuConfig {
+        fs_bytes: bytes,
+        warmup_ns: 1_500_000_000,
+        horizon_ns: 500_000_000,
+        ..VcpuConfig::fallocate2(
+            Policy::Linux618,
+            &["mb_optimize_scan=0".to_string()],
+            Machine::Local,
+        )
+    };
+    1.0 - run_point(&cfg, n).unwrap().per_call.goal_hits
+}
+
+/// Two CPUs: the model's calls miss their goal block more often than the kernel's, 3.3 times
+/// as often with one goal (0.83 of the calls against 0.25; the kernel's three runs
+/// 0.19-0.37) and 1.46 times with two (0.025 against 0.017). Not because the model's CPUs
+/// alternate call for call: in a trial that varied each call's time outside the allocator
+/// at random by up to twice its half, the one-goal share over 10 ms stayed at 0.71-0.81.
+/// Recorded here by file system; the test fails if a ratio moves by more than a tenth or
+/// comes within ±25 % (then the entry goes).
+const KNOWN_TWO_CPU_MISSES: [(&str, f64); 2] = [("512M", 3.32), ("2G", 1.46)];
+
+#[test]
+fn one_goal_makes_new_extents_as_the_kernels_does() {
+    let j = stored();
+    // The model mounts with the machine's possible CPUs as the kernel counted them.
+    assert_eq!(j["possible_cpus"], "0-1");
+    let within = |m: f64, k: f64| (m / k - 1.0).abs() <= 0.25;
+    let mut two = Vec::new();
+    for (size, bytes) in [("512M", 512u64 << 20), ("2G", 2u64 << 30)] {
+        let (m, k) = (model(bytes, 1), kernel(&j, size, 1));
+        assert!(within(m, k), "{size}, one CPU: model {m:.4}, kernel {k:.4}");
+        let (m, k) = (model(bytes, 2), kernel(&j, size, 2));
+        let recorded = KNOWN_TWO_CPU_MISSES.iter().find(|r| r.0 == size).unwrap().1;
+        assert!(!within(m, k), "{size}, two CPUs: model {m:.4} within ±25 % of the kernel's {k:.4} again: drop the known miss");
+        assert!(
+            (m / k / recorded - 1.0).abs() <= 0.10,
+            "{size}, two CPUs: model {m:.4} / kernel {k:.4}, recorded {recorded}"
+        );
+        two.push((m, k));
+    }
+    // The seed's claim, on both: one goal (512 MiB) makes many times the new extents of two.
+    let ((m1, k1), (m2, k2)) = (two[0], two[1]);
+    assert!(k1 > 5.0 * k2, "kernel: one goal {k1:.4}, two {k2:.4}");
+    assert!(m1 > 5.0 * m2, "model: one goal {m1:.4}, two {m2:.4}");
+}
