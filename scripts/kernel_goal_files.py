@@ -13,7 +13,9 @@ calls; `-t 3 -w 1`), and 0.5 s into the counted part a 0.5 s window of `ext4_mba
 events. A call whose result starts at its original goal (`orig` group/start = `result`
 group/start) grew its file's last extent or began an empty file; any other started a new
 extent. Each configuration REPS times on a fresh image; prints the share of calls that
-started a new extent and writes every count to OUT.
+started a new extent and writes every count to OUT, with the load average before each run:
+run it on an otherwise idle machine, since a process that another job preempts makes its
+calls in bursts and so takes the other's next block less often.
 
 Needs root, tracefs, a built fallocate2 (`gcc -O2 -o /tmp/klab-fallocate2
 ../shared/kernel-lab/fallocate2.c`) and the kernel lab's klab.py (`../shared/kernel-lab`,
@@ -59,6 +61,7 @@ def count(text):
 
 
 def run(size, n, bench):
+    load = float(open("/proc/loadavg").read().split()[0])
     with klab.ext4_image("/tmp/goal-files.img", SIZES[size], "/mnt/goal-files",
                          opts="mb_optimize_scan=0", mkfs_extra=["-b", "4096"]) as (_dev, mnt):
         time.sleep(0.5)
@@ -75,7 +78,8 @@ def run(size, n, bench):
         klab.write(T + "/trace", "")
     calls = sum(k[0] for k in kinds.values())
     new = sum(k[1] for k in kinds.values())
-    return {"size": size, "processes": n, "ops_s": out["total_ops_s"], "calls": calls,
+    return {"size": size, "processes": n, "load_before": load, "ops_s": out["total_ops_s"],
+            "calls": calls,
             "new_extents": new, "new_extents_per_call": new / calls if calls else None,
             "by_event": {e: {"calls": k[0], "new_extents": k[1]} for e, k in kinds.items()},
             "result_groups": landed}
