@@ -23,18 +23,24 @@ fn kernel(j: &Value, size: &str, n: u32) -> f64 {
     j["medians"][format!("{size}/{n}")].as_f64().unwrap()
 }
 
-/// The model's, on a file system of `bytes`.
-fn model(bytes: u64, n: u32) -> f64 {
-    let cfg = VcpuConfig {
+/// fallocate2 as the kernel script ran it, on this machine's costs: a fresh file system of
+/// `bytes`, `mb_optimize_scan=0`, counting `horizon_ns` after `warmup_ns`.
+fn on_local(bytes: u64, warmup_ns: u64, horizon_ns: u64) -> VcpuConfig {
+    VcpuConfig {
         fs_bytes: bytes,
-        warmup_ns: 1_500_000_000,
-        horizon_ns: 500_000_000,
+        warmup_ns,
+        horizon_ns,
         ..VcpuConfig::fallocate2(
             Policy::Linux618,
             &["mb_optimize_scan=0".to_string()],
             Machine::Local,
         )
-    };
+    }
+}
+
+/// The model's, on a file system of `bytes`, over the trace's window.
+fn model(bytes: u64, n: u32) -> f64 {
+    let cfg = on_local(bytes, 1_500_000_000, 500_000_000);
     1.0 - run_point(&cfg, n).unwrap().per_call.goal_hits
 }
 
@@ -86,16 +92,7 @@ fn kernel_ops(j: &Value, size: &str, n: u32) -> f64 {
 
 /// The model's total calls a second under the same count.
 fn model_ops(bytes: u64, n: u32) -> f64 {
-    let cfg = VcpuConfig {
-        fs_bytes: bytes,
-        warmup_ns: 1_000_000_000,
-        horizon_ns: 3_000_000_000,
-        ..VcpuConfig::fallocate2(
-            Policy::Linux618,
-            &["mb_optimize_scan=0".to_string()],
-            Machine::Local,
-        )
-    };
+    let cfg = on_local(bytes, 1_000_000_000, 3_000_000_000);
     run_point(&cfg, n).unwrap().ops_per_s
 }
 

@@ -275,22 +275,41 @@ mod model {
                 p.machine,
                 u8::from(p.optimize_scan)
             );
-            rep.table.row_note(&label, r.base, r.patched, &note);
-            let expect = Expect::Near {
-                published: p.change_pct(),
-                factor: FACTOR,
-                noise: 0.0,
-            };
-            rep.judged.push(JudgedRow {
-                label,
-                base: r.base,
-                improved: r.patched,
-                headline: false,
-                basis: format!("{basis} (simulated: {MODEL})"),
-                judged: expect.judge(r.base, r.patched, 0.0),
-            });
+            let basis = format!("{basis} (simulated: {MODEL})");
+            let sides = (r.base, r.patched);
+            push(rep, label, &note, sides, near(p.change_pct()), basis);
         }
         rep.rejudge();
+    }
+
+    /// Same sign and within [`FACTOR`] of a published change, no noise band (the model is
+    /// deterministic).
+    fn near(published: f64) -> Expect {
+        Expect::Near {
+            published,
+            factor: FACTOR,
+            noise: 0.0,
+        }
+    }
+
+    /// One simulated row: in the seed's table with `note` beside it, and judged by `expect`.
+    fn push(
+        rep: &mut SeedReport,
+        label: String,
+        note: &str,
+        (base, improved): (f64, f64),
+        expect: Expect,
+        basis: String,
+    ) {
+        rep.table.row_note(&label, base, improved, note);
+        rep.judged.push(JudgedRow {
+            label,
+            base,
+            improved,
+            headline: false,
+            basis,
+            judged: expect.judge(base, improved, 0.0),
+        });
     }
 
     /// The seed's words on files, which [`Merging`] turns into a direction.
@@ -309,15 +328,9 @@ mod model {
                 u8::from(p.optimize_scan)
             );
             let note = format!("fewer ({}, {} CPUs; no figure)", p.machine, p.cpus);
-            rep.table.row_note(&label, m.base, m.patched, &note);
-            rep.judged.push(JudgedRow {
-                label,
-                base: m.base,
-                improved: m.patched,
-                headline: false,
-                basis: format!("{MERGING_CLAIM} (simulated: {MODEL})"),
-                judged: Expect::Lower { noise: 0.0 }.judge(m.base, m.patched, 0.0),
-            });
+            let basis = format!("{MERGING_CLAIM} (simulated: {MODEL})");
+            let lower = Expect::Lower { noise: 0.0 };
+            push(rep, label, &note, (m.base, m.patched), lower, basis);
         }
         rep.rejudge();
     }
@@ -341,20 +354,8 @@ mod model {
                 p.from,
                 p.to
             );
-            rep.table.row_note(&label, from, to, &note);
-            let expect = Expect::Near {
-                published: p.change_pct(),
-                factor: FACTOR,
-                noise: 0.0,
-            };
-            rep.judged.push(JudgedRow {
-                label,
-                base: from,
-                improved: to,
-                headline: false,
-                basis: format!("{} (simulated: {MODEL}, {} costs)", p.words, p.machine),
-                judged: expect.judge(from, to, 0.0),
-            });
+            let basis = format!("{} (simulated: {MODEL}, {} costs)", p.words, p.machine);
+            push(rep, label, &note, (from, to), near(p.change_pct()), basis);
         }
         rep.rejudge();
     }
@@ -366,6 +367,17 @@ mod tests {
     use super::super::experiment::{JudgedRow, SeedReport};
     use super::super::verdict::{Expect, Status};
     use super::*;
+
+    /// `f` of each of `seed`'s published container figures.
+    #[cfg(feature = "vcpus")]
+    fn of_seed<T>(seed: &str, f: impl Fn(mballoc_lab::vcpus::seeds::Published) -> T) -> Vec<T> {
+        use mballoc_lab::vcpus::seeds::PUBLISHED;
+        PUBLISHED
+            .iter()
+            .filter(|p| p.seed == seed)
+            .map(|&p| f(p))
+            .collect()
+    }
 
     /// A seed's report with its container claim as `reproduce` leaves it.
     fn report(seed: &str) -> SeedReport {
@@ -402,20 +414,12 @@ mod tests {
     #[cfg(feature = "vcpus")]
     #[test]
     fn simulated_container_rows_are_judged() {
-        use mballoc_lab::vcpus::seeds::{Row, PUBLISHED};
+        use mballoc_lab::vcpus::seeds::Row;
         let judged = |factor: f64| {
-            let rows: Vec<Row> = PUBLISHED
-                .iter()
-                .filter(|p| p.seed == "001")
-                .map(|&p| {
-                    Row::judge(
-                        p,
-                        "",
-                        1000.0,
-                        1000.0 * (1.0 + factor * p.change_pct() / 100.0),
-                    )
-                })
-                .collect();
+            let rows = of_seed("001", |p| {
+                let patched = 1000.0 * (1.0 + factor * p.change_pct() / 100.0);
+                Row::judge(p, "", 1000.0, patched)
+            });
             let mut rep = report("001");
             model::add_rows(&mut rep, &rows);
             rep
@@ -447,17 +451,13 @@ mod tests {
     #[cfg(feature = "vcpus")]
     #[test]
     fn the_claim_on_files_is_judged_by_direction() {
-        use mballoc_lab::vcpus::seeds::{Merging, PUBLISHED};
+        use mballoc_lab::vcpus::seeds::Merging;
         let judged = |patched: f64| {
-            let rows: Vec<Merging> = PUBLISHED
-                .iter()
-                .filter(|p| p.seed == "000")
-                .map(|&published| Merging {
-                    published,
-                    base: 0.9,
-                    patched,
-                })
-                .collect();
+            let rows = of_seed("000", |published| Merging {
+                published,
+                base: 0.9,
+                patched,
+            });
             let mut rep = report("000");
             model::add_merging(&mut rep, &rows);
             rep
