@@ -200,8 +200,8 @@ impl SeedReport {
 }
 
 /// `label change` for each row, `; ` between them, except that neighbours measuring the
-/// same metric share the words their labels begin with: `fallocate2 vCPU model
-/// ops_per_sec_per_cpu: N=80 scan=0 +145.5%, N=96 scan=0 +198.2%`.
+/// same metric on the same workload share the words their labels begin with: `fallocate2
+/// vCPU model ops_per_sec_per_cpu: N=80 scan=0 +145.5%, N=96 scan=0 +198.2%`.
 fn grouped(rows: &[(&str, String)]) -> String {
     // A label is `head: metric`; one without a metric stands alone.
     let split = |l: &str| {
@@ -216,9 +216,12 @@ fn grouped(rows: &[(&str, String)]) -> String {
             i += 1;
             continue;
         };
+        let first = |l: &str| l.split(' ').next().unwrap_or("").to_string();
         let same = rows[i..]
             .iter()
-            .take_while(|(l, _)| split(l).is_some_and(|(_, m)| m == metric))
+            .take_while(|(l, _)| {
+                split(l).is_some_and(|(_, m)| m == metric) && first(l) == first(rows[i].0)
+            })
             .count();
         let group = &rows[i..i + same];
         let heads: Vec<Vec<&str>> = group
@@ -384,6 +387,10 @@ mod tests {
                 "fallocate2 vCPU model N=80 scan=0: new_extents_per_call",
                 "-63.6%",
             ),
+            r("seed003 T=1: ops_per_sec", "-8.4%"),
+            r("seed003 T=2: ops_per_sec", "-5.2%"),
+            r("fallocate3 vCPU model 802g-68 N=2: ops_per_sec", "+125.3%"),
+            r("fallocate3 vCPU model 15t-6 N=8: ops_per_sec", "+0.8%"),
             r("fallocate2 T=1: ops_per_sec_per_task", "-1.0%"),
             r("no metric here", "+2.0%"),
             r("a T=1: frag", "-9.0%"),
@@ -393,7 +400,8 @@ mod tests {
             grouped(&rows),
             "fallocate2 vCPU model ops_per_sec_per_cpu: N=80 scan=0 +145.5%, N=96 scan=1 \
              +70.6%; fallocate2 vCPU model N=80 scan=0: new_extents_per_call -63.6%; \
-             fallocate2 T=1: ops_per_sec_per_task -1.0%; no metric here +2.0%; a T=1: frag \
+             seed003 ops_per_sec: T=1 -8.4%, T=2 -5.2%; fallocate3 vCPU model ops_per_sec: \
+             802g-68 N=2 +125.3%, 15t-6 N=8 +0.8%; fallocate2 T=1: ops_per_sec_per_task -1.0%; no metric here +2.0%; a T=1: frag \
              -9.0%; b T=1: frag -8.0%"
         );
         assert_eq!(grouped(&[]), "");
