@@ -335,9 +335,7 @@ impl Points {
             patched: patched.new_extents,
         })
     }
-}
 
-impl Points {
     /// Our totals for a prose figure: the seed's base side on `p.from` and on `p.to` CPUs,
     /// calls per second of all CPUs together.
     pub fn prose(&mut self, p: Prose) -> Result<(f64, f64), BenchError> {
