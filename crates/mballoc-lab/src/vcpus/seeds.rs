@@ -348,6 +348,9 @@ impl Points {
     }
 }
 
+/// The seeds whose words say what their patch does to files ([`Merging`]).
+pub const MERGING_SEEDS: [&str; 1] = ["000"];
+
 /// Seed 000's account of why one stream goal hurts files as well as speed: "when multiple
 /// processes allocate blocks, having just one global goal means they all fight over the same
 /// group. This drastically lowers the chances of extents merging and leads to much worse

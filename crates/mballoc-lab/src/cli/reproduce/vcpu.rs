@@ -81,28 +81,11 @@ impl Simulator {
     /// place of its "not measurable here" claim.
     #[cfg(feature = "vcpus")]
     pub fn attach(&mut self, rep: &mut SeedReport) {
-        use mballoc_lab::vcpus::seeds::{PROSE, PUBLISHED};
         if !rep.judged.iter().any(is_container_claim) {
             return;
         }
         let t0 = std::time::Instant::now();
-        let rows: Result<Vec<_>, _> = PUBLISHED
-            .iter()
-            .filter(|p| p.seed == rep.seed)
-            .map(|&p| self.points.row(p, ""))
-            .collect();
-        // Seed 000 also says what one goal does to files; the same points measure it.
-        let merging: Result<Vec<_>, _> = PUBLISHED
-            .iter()
-            .filter(|p| p.seed == rep.seed && rep.seed == "000")
-            .map(|&p| self.points.merging(p))
-            .collect();
-        let prose: Result<Vec<_>, _> = PROSE
-            .iter()
-            .filter(|p| p.seed == rep.seed)
-            .map(|&p| self.points.prose(p).map(|totals| (p, totals)))
-            .collect();
-        match rows.and_then(|r| merging.and_then(|m| prose.map(|p| (r, m, p)))) {
+        match self.simulated(&rep.seed) {
             Ok((rows, merging, prose)) => {
                 model::add_rows(rep, &rows);
                 model::add_merging(rep, &merging);
@@ -146,6 +129,43 @@ impl Simulator {
             }
             Err(e) => rep.failed.push(format!("{MODEL}: {e}")),
         }
+    }
+}
+
+/// A seed's simulated rows: its published container figures, what its patch does to files
+/// where its words say (`seeds::MERGING_SEEDS`), and its prose figures, all on shared points.
+#[cfg(feature = "vcpus")]
+type Simulated = (
+    Vec<mballoc_lab::vcpus::seeds::Row>,
+    Vec<mballoc_lab::vcpus::seeds::Merging>,
+    Vec<(mballoc_lab::vcpus::seeds::Prose, (f64, f64))>,
+);
+
+#[cfg(feature = "vcpus")]
+impl Simulator {
+    /// The simulated rows of `seed` ([`Simulated`]).
+    fn simulated(&mut self, seed: &str) -> Result<Simulated, mballoc_lab::bench::BenchError> {
+        use mballoc_lab::vcpus::seeds::{MERGING_SEEDS, PROSE, PUBLISHED};
+        let published: Vec<_> = PUBLISHED
+            .iter()
+            .filter(|p| p.seed == seed)
+            .copied()
+            .collect();
+        let mut rows = Vec::new();
+        for &p in &published {
+            rows.push(self.points.row(p, "")?);
+        }
+        let mut merging = Vec::new();
+        if MERGING_SEEDS.contains(&seed) {
+            for &p in &published {
+                merging.push(self.points.merging(p)?);
+            }
+        }
+        let mut prose = Vec::new();
+        for &p in PROSE.iter().filter(|p| p.seed == seed) {
+            prose.push((p, self.points.prose(p)?));
+        }
+        Ok((rows, merging, prose))
     }
 }
 
