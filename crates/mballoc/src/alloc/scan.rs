@@ -134,6 +134,10 @@ impl Allocator {
     /// [`crate::group::class_index`]), so there it rejects on the rest of the claim (data for the
     /// unset / empty stages, the CPU with `size_class_per_cpu`); linear walks reach every
     /// group and it rejects on the class too. It is also the final check under the lock.
+    /// Always inline: the kernel's walk (no stage) calls it for every group it visits, and
+    /// out of line (as LLVM left it once the virtual-CPU hooks grew `scan_group`) the call
+    /// cost more than the test.
+    #[inline(always)]
     fn class_admits(&self, ctx: &Ctx, grp: &Group) -> bool {
         let Some(stage) = ctx.stage else { return true };
         let claim = Claim {

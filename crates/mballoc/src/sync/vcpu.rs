@@ -10,14 +10,16 @@
 //! unchanged: the same code runs, only the synchronisation facade (`crate::sync`) reports
 //! what it is about to do.
 //!
-//! Without a hook installed on the thread, each point costs one thread-local read and a
-//! branch; without the feature the facade is `parking_lot` and `std` and nothing here exists.
+//! While no hook is installed on any thread, each point costs one relaxed load of the count of
+//! installed hooks and a branch; while one is, a point on any thread also reads its own
+//! thread-local slot. Without the feature the facade is `parking_lot` and `std` and nothing
+//! here exists.
 //! A hook sees every lock as the address of its mutex and the name of the data it guards
 //! (`std::any::type_name`), which is how a simulator tells group locks from PA locks.
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What an atomic access does to its cache line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,13 +134,30 @@ thread_local! {
     static CPU: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
-/// Whether a hook was ever installed in this process: until then a synchronisation point
-/// costs one relaxed load of this flag and no thread-local access.
-static EVER: AtomicBool = AtomicBool::new(false);
+/// How many hooks are installed in this process, on all threads. While none is, a
+/// synchronisation point costs one relaxed load of this count and no thread-local access, so
+/// a real-time run after a simulation (`reproduce` measures both in one process) runs the
+/// library at the speed it has before any. A thread sees its own install's increment in
+/// program order; another thread that reads a stale count only looks into its own (empty)
+/// thread-local slot.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many hooks are installed now, on all threads. A run that measures the library in
+/// real time (the lab's non-simulated rows) expects 0: a hook installed anywhere sends every
+/// synchronisation point of every thread to its thread-local slot.
+pub fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Whether no hook is installed anywhere: the fast path of every synchronisation point.
+#[inline(always)]
+fn none_live() -> bool {
+    LIVE.load(Ordering::Relaxed) == 0
+}
 
 /// Installs `hook` on the calling thread until the returned guard is dropped.
 pub fn install(hook: Rc<dyn Hook>) -> Installed {
-    EVER.store(true, Ordering::Relaxed);
+    LIVE.fetch_add(1, Ordering::Relaxed);
     CPU.with(|c| c.set(hook.cpu()));
     HOOK.with(|h| h.set(Some(hook)));
     Installed(std::marker::PhantomData)
@@ -151,13 +170,15 @@ impl Drop for Installed {
     fn drop(&mut self) {
         HOOK.with(|h| h.set(None));
         CPU.with(|c| c.set(None));
+        let was = LIVE.fetch_sub(1, Ordering::Relaxed);
+        assert!(was > 0, "a hook guard dropped with no hook installed");
     }
 }
 
 /// The virtual CPU the calling thread runs now ([`Hook::cpu`] of its hook), if any.
 #[inline]
 pub fn cpu() -> Option<usize> {
-    if !EVER.load(Ordering::Relaxed) {
+    if none_live() {
         return None;
     }
     CPU.with(Cell::get)
@@ -166,7 +187,7 @@ pub fn cpu() -> Option<usize> {
 /// Runs `f` with the calling thread's hook (if any) taken off, so that nothing `f` does is
 /// reported; the hook is put back after.
 pub(crate) fn set_aside<R>(f: impl FnOnce() -> R) -> R {
-    if !EVER.load(Ordering::Relaxed) {
+    if none_live() {
         return f();
     }
     let hook = HOOK.with(Cell::take);
@@ -178,7 +199,7 @@ pub(crate) fn set_aside<R>(f: impl FnOnce() -> R) -> R {
 /// Runs `f` with the calling thread's hook, if one is installed.
 #[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&dyn Hook) -> R) -> Option<R> {
-    if !EVER.load(Ordering::Relaxed) {
+    if none_live() {
         return None;
     }
     HOOK.with(|h| {
@@ -191,7 +212,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&dyn Hook) -> R) -> Option<R> {
 
 /// Whether the calling thread has a hook.
 pub(crate) fn installed() -> bool {
-    EVER.load(Ordering::Relaxed)
+    !none_live()
         && HOOK.with(|h| {
             let hook = h.take();
             let some = hook.is_some();
