@@ -426,20 +426,13 @@ fn compare_on_2_vcpus(workload: &str) -> [&str; 8] {
 
 /// `--vcpus` on `run` and `compare`: what every build checks before it runs anything.
 #[test]
-fn vcpus_runs_only_the_thread_patterns_on_1_to_128_cpus() {
+fn vcpus_runs_only_the_wired_workloads_on_1_to_128_cpus() {
+    let wired = "fallocate2, appenders, fallocate3, seed003";
     fails_with(
-        &["run", "fallocate3", "--vcpus", "4"],
-        &[
-            "--vcpus",
-            "fallocate3",
-            "fallocate2, appenders",
-            "--seed003 802g-68",
-        ],
+        &["run", "aging", "--vcpus", "4"],
+        &["--vcpus", "aging", wired],
     );
-    fails_with(
-        &compare_on_2_vcpus("seed003"),
-        &["seed003", "fallocate2, appenders"],
-    );
+    fails_with(&compare_on_2_vcpus("foursizes"), &["foursizes", wired]);
     fails_with(&["run", WORKLOAD, "--vcpus", "0"], &["--vcpus", "count 0"]);
     fails_with(
         &["run", WORKLOAD, "--vcpus", "4,129"],
@@ -519,6 +512,51 @@ fn vcpus_run_and_compare_report_counters_and_placement() {
     let text = stdout(&mballoc(&["run", WORKLOAD, "--vcpus", "2", "--quick"]));
     assert!(
         text.contains("grp waits") && text.contains("extents/file"),
+        "{text}"
+    );
+}
+
+/// fallocate3's loop on the workload's own filesystem: `seed003` on its 75 % fill, each
+/// point's counters as JSON; seed 003's switch on one side moves fewer lines.
+#[cfg(feature = "vcpus")]
+#[test]
+fn vcpus_run_and_compare_fallocate3_on_the_workloads_filesystem() {
+    let lines = |o: &Output| -> Vec<Value> {
+        assert!(o.status.success(), "{}", stderr(o));
+        stdout(o)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    };
+    let run = lines(&mballoc(&[
+        "run", "seed003", "--vcpus", "1,2", "--quick", "--json",
+    ]));
+    assert_eq!(run.len(), 2);
+    for (v, n) in run.iter().zip([1u64, 2]) {
+        assert_eq!(v["point"]["vcpus"], n, "{v}");
+        assert_eq!(v["config"]["fs"]["used"], 0.75, "{v}");
+        assert!(v["point"]["ops_per_s"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let cmp = lines(&mballoc(&[
+        "compare",
+        "seed003",
+        "--policy",
+        "linux-6.18",
+        "--policy",
+        "linux-6.18",
+        "--set-b",
+        "prefetch_test_before_set=1",
+        "--vcpus",
+        "4",
+        "--quick",
+        "--json",
+    ]));
+    assert_eq!(cmp.len(), 2);
+    let moved = |v: &Value| v["point"]["line_transfers_per_op"].as_f64().unwrap();
+    assert!(moved(&cmp[1]) < moved(&cmp[0]), "{} vs {}", cmp[0], cmp[1]);
+    let text = stdout(&mballoc(&["run", "fallocate3", "--vcpus", "2", "--quick"]));
+    assert!(
+        text.contains("0 % used") && text.contains("groups/op"),
         "{text}"
     );
 }

@@ -66,15 +66,10 @@ pub enum CliError {
     Image(#[from] mballoc_lab::image::ImageError),
     /// `--vcpus` on a workload the simulator does not drive.
     #[error(
-        "--vcpus runs the `bench threads` request patterns only: workload {workload} is not \
-         one of them (accepted: {accepted}){elsewhere}"
+        "--vcpus runs the `bench threads` request patterns and fallocate3's loop only: \
+         workload {workload} is not wired to the simulator (accepted: {accepted})"
     )]
-    VcpusWorkload {
-        workload: String,
-        accepted: String,
-        /// Where the workload does run on virtual CPUs, if it does.
-        elsewhere: &'static str,
-    },
+    VcpusWorkload { workload: String, accepted: String },
     /// `--vcpus` in a binary built without the simulator.
     #[cfg_attr(feature = "vcpus", allow(dead_code))]
     #[error(

@@ -17,5 +17,7 @@ pub mod reproduce;
 pub mod run;
 pub mod summary;
 pub mod vcpus;
+#[cfg(feature = "vcpus")]
+pub mod vcpus_fallocate3;
 
 pub use error::CliError;

@@ -148,7 +148,7 @@ pub fn cmd_bench_vcpus(a: &VcpuArgs) -> Result<(), CliError> {
 #[cfg(feature = "vcpus")]
 const IMAGE_LAB_SETTINGS: &[&str] = &["line_ns", "line_overlap", "walk_thunk", "bg_locks", "lazy"];
 #[cfg(feature = "vcpus")]
-const SEED003_LAB_SETTINGS: &[&str] = &[
+pub(super) const SEED003_LAB_SETTINGS: &[&str] = &[
     "line_ns",
     "line_overlap",
     "walk_thunk",
@@ -163,7 +163,7 @@ const SEED003_LAB_SETTINGS: &[&str] = &[
 /// bitmap in memory from the start; `cycles` commit cycles counted (0: a few operations
 /// after the mount).
 #[cfg(feature = "vcpus")]
-fn seed003_config(
+pub(super) fn seed003_config(
     fs: mballoc_lab::vcpus::fallocate3::Fs,
     lab: &mballoc_lab::workload::LabSettings,
     cached: bool,
@@ -185,7 +185,7 @@ fn seed003_config(
 
 /// Refuses a `--set` that a fallocate3 point would not use, naming it.
 #[cfg(feature = "vcpus")]
-fn check_fallocate3_settings(settings: &[String], lab: &[&str]) -> Result<(), CliError> {
+pub(super) fn check_fallocate3_settings(settings: &[String], lab: &[&str]) -> Result<(), CliError> {
     for kv in settings {
         let name = kv.split_once('=').map_or(kv.as_str(), |(n, _)| n).trim();
         if !lab.contains(&name) && !mballoc::Tunables::NAMES.contains(&name) {
@@ -390,9 +390,10 @@ pub fn render(curves: &[VcpuCurve]) -> String {
 }
 
 /// Workloads `mballoc run/compare --vcpus` drives: `bench threads`' request patterns (a
-/// private 1 MiB file per CPU, 8 KiB requests); the other workloads are not wired to the
-/// simulator.
-pub const VCPU_WORKLOADS: [&str; 2] = ["fallocate2", "appenders"];
+/// private 1 MiB file per CPU, 8 KiB requests), and will-it-scale's fallocate3 loop on the
+/// workload's own filesystem (`fallocate3`, `seed003`); the other workloads are not wired to
+/// the simulator.
+pub const VCPU_WORKLOADS: [&str; 4] = ["fallocate2", "appenders", "fallocate3", "seed003"];
 
 /// The most virtual CPUs (`vcpus::sched::MAX_VCPUS`; known here in every build).
 pub const MAX_VCPUS: u32 = 128;
@@ -400,18 +401,9 @@ pub const MAX_VCPUS: u32 = 128;
 /// What every build can check about `--vcpus`: the workload and the counts.
 pub fn check_vcpus(workload: &str, counts: &[u32]) -> Result<(), CliError> {
     if !VCPU_WORKLOADS.contains(&workload) {
-        // Seed 003's loop runs on virtual CPUs on the seed's own filesystems or an image's
-        // layout, which `bench threads` names.
-        let elsewhere = if matches!(workload, "fallocate3" | "seed003") {
-            "; fallocate3 on virtual CPUs: mballoc bench threads --vcpus N,... --seed003 \
-             802g-68 (seed 003's filesystems) or --seed003-image IMAGE"
-        } else {
-            ""
-        };
         return Err(CliError::VcpusWorkload {
             workload: workload.to_string(),
             accepted: VCPU_WORKLOADS.join(", "),
-            elsewhere,
         });
     }
     if let Some(n) = counts.iter().find(|&&n| n == 0 || n > MAX_VCPUS) {
@@ -436,7 +428,7 @@ pub struct VcpuSide<'a> {
 
 /// `--machine`'s name as the simulator's cost profile.
 #[cfg(feature = "vcpus")]
-fn machine(name: &str) -> Result<Machine, CliError> {
+pub(super) fn machine(name: &str) -> Result<Machine, CliError> {
     Machine::from_name(name).ok_or_else(|| {
         CliError::Other(format!(
             "unknown --machine {name:?}: one of {}",
@@ -468,7 +460,7 @@ pub fn cmd_compare_vcpus(
 }
 
 #[cfg(feature = "vcpus")]
-pub use sim::{cmd_compare_vcpus, cmd_run_vcpus};
+pub use sim::{cmd_compare_vcpus, cmd_run_vcpus, comparison, labels};
 
 #[cfg(feature = "vcpus")]
 mod sim {
@@ -620,6 +612,10 @@ mod sim {
 
     /// `mballoc run WORKLOAD --vcpus N,...`.
     pub fn cmd_run_vcpus(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
+        if super::super::vcpus_fallocate3::drives(side.workload) {
+            check_vcpus(side.workload, counts)?;
+            return super::super::vcpus_fallocate3::cmd_run(side, counts, out);
+        }
         let runs = run_side(side, counts)?;
         if out.json {
             for r in &runs {
@@ -647,20 +643,12 @@ mod sim {
         counts: &[u32],
         out: &Output,
     ) -> Result<(), CliError> {
+        if super::super::vcpus_fallocate3::drives(a.workload) {
+            return super::super::vcpus_fallocate3::cmd_compare(a, b, counts, out);
+        }
         let ra = run_side(a, counts)?;
         let rb = run_side(b, counts)?;
-        let label = |s: &VcpuSide| {
-            let mut l = s.policy.name().to_string();
-            for x in &s.settings {
-                l.push(' ');
-                l.push_str(x);
-            }
-            l
-        };
-        let (mut la, mut lb) = (label(a), label(b));
-        if la == lb {
-            (la, lb) = (format!("A: {la}"), format!("B: {lb}"));
-        }
+        let (la, lb) = labels(a, b);
         for (x, y) in ra.iter().zip(&rb) {
             if out.json {
                 outln(&json(x)?)?;
@@ -673,17 +661,43 @@ mod sim {
                 x.run.point.vcpus,
                 x.config.horizon_ns / 1000
             );
-            let mut t = ComparisonTable::new(&title, &la, &lb).with_delta_label("diff");
-            let (sa, sb) = (scalars(x), scalars(y));
-            let mut keys: Vec<&String> = sa.keys().chain(sb.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let get = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(f64::NAN);
-                t.row(k, get(&sa), get(&sb));
-            }
-            outln(&t.render())?;
+            outln(&comparison(&title, (&la, &lb), &scalars(x), &scalars(y)))?;
         }
         Ok(())
+    }
+
+    /// The two sides' column labels: policy and settings, prefixed A and B when alike.
+    pub fn labels(a: &VcpuSide, b: &VcpuSide) -> (String, String) {
+        let label = |s: &VcpuSide| {
+            let mut l = s.policy.name().to_string();
+            for x in &s.settings {
+                l.push(' ');
+                l.push_str(x);
+            }
+            l
+        };
+        let (la, lb) = (label(a), label(b));
+        if la == lb {
+            return (format!("A: {la}"), format!("B: {lb}"));
+        }
+        (la, lb)
+    }
+
+    /// One count's side-by-side table: every figure either side has, in name order.
+    pub fn comparison(
+        title: &str,
+        (la, lb): (&str, &str),
+        sa: &BTreeMap<String, f64>,
+        sb: &BTreeMap<String, f64>,
+    ) -> String {
+        let mut t = ComparisonTable::new(title, la, lb).with_delta_label("diff");
+        let mut keys: Vec<&String> = sa.keys().chain(sb.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        for k in keys {
+            let get = |m: &BTreeMap<String, f64>| m.get(k).copied().unwrap_or(f64::NAN);
+            t.row(k, get(sa), get(sb));
+        }
+        t.render()
     }
 }

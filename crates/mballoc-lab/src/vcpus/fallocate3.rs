@@ -231,6 +231,10 @@ pub fn published() -> Vec<Published> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
     pub fs: Fs,
+    /// The allocator's preset before the device's settings, the seed's switch and
+    /// [`Config::tunables`] (`linux-6.18` in the seed's experiment).
+    #[serde(serialize_with = "policy_name")]
+    pub policy: Policy,
     /// `prefetch_test_before_set`: the seed's switch (false = base).
     pub patched: bool,
     /// Operations one task runs alone on the cold mount before the N tasks start.
@@ -283,6 +287,10 @@ pub struct Config {
     pub tunables: Vec<String>,
 }
 
+fn policy_name<S: serde::Serializer>(p: &Policy, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.name())
+}
+
 /// The kernel script's protocol (`scripts/kernel_fallocate3.py --tasks`): every task starts
 /// at once on the mounted filesystem and counts the operations it starts between `warm_ns`
 /// and `warm_ns + count_ns` of its clock, over the time from `warm_ns` to the end of its last
@@ -317,6 +325,7 @@ impl Config {
     pub fn new(fs: Fs, patched: bool) -> Config {
         Config {
             fs,
+            policy: Policy::Linux618,
             patched,
             mount_ops: 2,
             warm_ops: 1,
@@ -397,6 +406,17 @@ pub const IMAGE_FS: Fs = Fs {
     neutral: false,
 };
 
+/// A workload's own filesystem, as `mballoc run fallocate3|seed003 --vcpus` runs it: `bytes`
+/// with `used` of its blocks taken in random holes (`Holes::Random`, as the workload's
+/// prefill), over this machine's device (a bitmap read of 10.2 µs, one at a time). It has no
+/// published rows.
+pub fn lab_fs(id: &'static str, bytes: u64, used: f64) -> Fs {
+    Fs {
+        machine: "this machine",
+        ..fs(id, "", bytes, used, DeviceClass::Local)
+    }
+}
+
 impl Config {
     /// Counts `ops` operations over all tasks ([`Config::ops`]) where given.
     pub fn with_ops(self, ops: Option<u64>) -> Config {
@@ -473,6 +493,7 @@ fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
     match &cfg.image {
         Some(path) => mount_image(
             path,
+            cfg.policy,
             n.max(2),
             &cfg.settings(Vec::new()),
             !cfg.cached_bitmaps,
@@ -486,6 +507,7 @@ fn mount(cfg: &Config, n: u32) -> Result<(Volume, Allocator), BenchError> {
 /// for `cpus` CPUs, the 6.18 preset with `settings`; `lazy`: bitmaps read when first needed.
 fn mount_image(
     path: &std::path::Path,
+    policy: Policy,
     cpus: u32,
     settings: &[String],
     lazy: bool,
@@ -502,12 +524,7 @@ fn mount_image(
     let a = Allocator::builder(layout.geo)
         .source(Box::new(layout.source()?))
         .cpus(cpus)
-        .tunables(crate::bench::tunables(
-            Policy::Linux618,
-            &layout.geo,
-            cpus,
-            settings,
-        )?)
+        .tunables(crate::bench::tunables(policy, &layout.geo, cpus, settings)?)
         .lazy(lazy)
         .prefetch_threads(0)
         .build()?;
@@ -528,12 +545,7 @@ fn mount_with(cfg: &Config, n: u32, read_ns: u64) -> Result<(Volume, Allocator),
     let a = Allocator::builder(geo)
         .source(Box::new(dev))
         .cpus(cpus)
-        .tunables(crate::bench::tunables(
-            Policy::Linux618,
-            &geo,
-            cpus,
-            &settings,
-        )?)
+        .tunables(crate::bench::tunables(cfg.policy, &geo, cpus, &settings)?)
         .lazy(!cfg.cached_bitmaps)
         .prefetch_threads(0)
         .build()?;
@@ -649,7 +661,7 @@ pub fn time_operations_on_image(
     reps: u32,
 ) -> Result<OpTiming, BenchError> {
     let settings = [format!("prefetch_test_before_set={}", u8::from(patched))];
-    let (vol, a) = mount_image(path, 2, &settings, true)?;
+    let (vol, a) = mount_image(path, Policy::Linux618, 2, &settings, true)?;
     time_on(&vol, &a, "image", patched, cadence, ops, reps)
 }
 

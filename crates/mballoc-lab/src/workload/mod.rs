@@ -327,6 +327,13 @@ pub fn default_fs_size(workload: &str, quick: bool) -> Result<u64, LabError> {
     })
 }
 
+/// The share of blocks a workload's filesystem starts with in use when no `prefill=` says
+/// otherwise (0 for a fresh one).
+pub fn default_prefill(workload: &str) -> Result<f64, LabError> {
+    let (_, spec) = lookup(workload).ok_or_else(|| unknown(workload))?;
+    Ok(spec.prefill.map_or(0.0, |(used, _)| used))
+}
+
 /// A run's result together with the end state it was measured on.
 pub struct Outcome {
     pub result: RunResult,
