@@ -455,6 +455,16 @@ fn vcpus_without_the_simulator_names_the_build() {
     let build = "cargo build --release -p mballoc-lab --features vcpus";
     fails_with(&["run", WORKLOAD, "--vcpus", "2"], &[build]);
     fails_with(&compare_on_2_vcpus(WORKLOAD), &[build]);
+    fails_with(&["reproduce", "--quick", "--vcpus", "1,4"], &[build]);
+}
+
+/// `reproduce --vcpus` (the curves' counts) is checked before anything runs, in every build.
+#[test]
+fn reproduce_vcpus_takes_1_to_128() {
+    fails_with(
+        &["reproduce", "--quick", "--vcpus", "4,129"],
+        &["--vcpus 129", "between 1 and 128"],
+    );
 }
 
 /// A small simulated run: the per-call counters and the placement of every point, as JSON.

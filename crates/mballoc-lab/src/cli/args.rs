@@ -61,7 +61,8 @@ pub struct Scenario {
     #[arg(long, requires = "image")]
     pub allow_mounted: bool,
     /// Run on these counts of virtual CPUs in virtual time instead (comma separated, 1-128;
-    /// the simulator build only; fallocate2 and appenders, `bench threads`' patterns).
+    /// the simulator build only; fallocate2 and appenders, `bench threads`' patterns, and
+    /// fallocate3's loop, fallocate3 and seed003).
     #[arg(
         long,
         value_name = "LIST",
@@ -157,6 +158,12 @@ pub struct ReproduceArgs {
     /// Skip the kernel-trace fidelity proof.
     #[arg(long)]
     pub no_fidelity: bool,
+    /// The virtual-CPU counts of the seeds' curves (comma separated, 1-128; the simulator
+    /// build only): seeds 000's and 001's fallocate2 curves (beside each row's own count) and
+    /// seed 003's fallocate3 curves, drawn even with `--quick`. Default: 1,16,32,64,128 and
+    /// 1,2,4,8,16,32,64,128, none with `--quick`. The judged rows keep the seeds' counts.
+    #[arg(long, value_name = "LIST", value_parser = thread_list)]
+    pub vcpus: Option<ThreadList>,
     #[command(flatten)]
     pub output: Output,
 }

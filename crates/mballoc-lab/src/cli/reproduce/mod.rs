@@ -37,10 +37,29 @@ struct Reproduction {
     elapsed_s: f64,
 }
 
+/// `--vcpus` of `reproduce`: counts of 1 to 128, in the simulator build.
+fn check_curve_vcpus(counts: &[u32]) -> Result<(), CliError> {
+    use super::vcpus::MAX_VCPUS;
+    if let Some(n) = counts.iter().find(|&&n| n == 0 || n > MAX_VCPUS) {
+        return Err(CliError::Usage(format!(
+            "--vcpus {n}: between 1 and {MAX_VCPUS} virtual CPUs"
+        )));
+    }
+    if cfg!(feature = "vcpus") {
+        Ok(())
+    } else {
+        Err(CliError::VcpusBuild)
+    }
+}
+
 /// `mballoc reproduce`.
 pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
     let t0 = Instant::now();
     let chosen = select(&a.only)?;
+    let curve_vcpus = a.vcpus.as_ref().map(|l| l.0.as_slice());
+    if let Some(counts) = curve_vcpus {
+        check_curve_vcpus(counts)?;
+    }
     if let Some(dir) = &a.output.out {
         outdir::check_writable(dir)?;
     }
@@ -57,8 +76,8 @@ pub fn cmd_reproduce(a: &ReproduceArgs) -> Result<(), CliError> {
         #[cfg(feature = "vcpus")]
         {
             let svg_dir = (a.output.out.as_ref()).map(|d| d.join(format!("seed-{}", rep.seed)));
-            simulator.curves(&mut rep, svg_dir.as_deref());
-            vcpu003::attach(&mut rep, a.quick, svg_dir.as_deref());
+            simulator.curves(&mut rep, curve_vcpus, svg_dir.as_deref());
+            vcpu003::attach(&mut rep, a.quick, curve_vcpus, svg_dir.as_deref());
         }
         if !a.output.json {
             outln(&rep.render())?;

@@ -175,20 +175,29 @@ pub const CURVE_VCPUS: [u32; 5] = [1, 16, 32, 64, 128];
 
 #[cfg(feature = "vcpus")]
 impl Simulator {
-    /// Seeds 000's and 001's curves, not with `--quick`: each published row's base and
-    /// patched sides at [`CURVE_VCPUS`] and its own count, on the rows' windows, printed as
-    /// a note (not judged: the seeds publish one count) and drawn under `svg_dir` as
-    /// `seed000-80-scan0.svg` (ops/s per vCPU against vCPUs, the published points beside).
-    pub fn curves(&mut self, rep: &mut SeedReport, svg_dir: Option<&std::path::Path>) {
+    /// Seeds 000's and 001's curves: each published row's base and patched sides at
+    /// `vcpus` (`reproduce --vcpus`; else [`CURVE_VCPUS`], and none with `--quick`) and its
+    /// own count, on the rows' windows, printed as a note (not judged: the seeds publish one
+    /// count) and drawn under `svg_dir` as `seed000-80-scan0.svg` (ops/s per vCPU against
+    /// vCPUs, the published points beside).
+    pub fn curves(
+        &mut self,
+        rep: &mut SeedReport,
+        vcpus: Option<&[u32]>,
+        svg_dir: Option<&std::path::Path>,
+    ) {
         use mballoc_lab::vcpus::seeds::PUBLISHED;
         let rows: Vec<_> = PUBLISHED.iter().filter(|p| p.seed == rep.seed).collect();
-        if self.quick || rows.is_empty() {
+        let Some(counts) = curve_counts(self.quick, vcpus, &CURVE_VCPUS) else {
+            return;
+        };
+        if rows.is_empty() {
             return;
         }
         let t0 = std::time::Instant::now();
         let mut drawn = 0;
         for &&pb in &rows {
-            let curve = match self.points.curve(pb, "", &CURVE_VCPUS) {
+            let curve = match self.points.curve(pb, "", counts) {
                 Ok(c) => c,
                 Err(e) => {
                     rep.failed.push(format!("{MODEL} fallocate2 curve: {e}"));
@@ -205,11 +214,22 @@ impl Simulator {
         }
         rep.ran.push(format!(
             "{MODEL}: the rows' curves at {} virtual CPUs and each row's own count{} ({:.1} s)",
-            counts(&CURVE_VCPUS),
+            self::counts(counts),
             drawn_in(svg_dir, drawn),
             t0.elapsed().as_secs_f64()
         ));
     }
+}
+
+/// The counts a curve runs at: those `reproduce --vcpus` gave, else `default` except with
+/// `--quick` (no curves).
+#[cfg(feature = "vcpus")]
+pub(super) fn curve_counts<'a>(
+    quick: bool,
+    given: Option<&'a [u32]>,
+    default: &'a [u32],
+) -> Option<&'a [u32]> {
+    given.or((!quick).then_some(default))
 }
 
 /// Draws one curve into `dir` (made if missing) as `name` with `plot`; a failure goes to the
@@ -387,6 +407,21 @@ mod tests {
     use super::super::experiment::{JudgedRow, SeedReport};
     use super::super::verdict::{Expect, Status};
     use super::*;
+
+    /// `reproduce --vcpus` draws the curves at its counts, with or without `--quick`;
+    /// without it, the default counts, and none with `--quick`.
+    #[cfg(feature = "vcpus")]
+    #[test]
+    fn curves_run_at_the_given_counts_or_the_default_ones() {
+        let given: &[u32] = &[1, 4];
+        assert_eq!(curve_counts(true, Some(given), &CURVE_VCPUS), Some(given));
+        assert_eq!(curve_counts(false, Some(given), &CURVE_VCPUS), Some(given));
+        assert_eq!(
+            curve_counts(false, None, &CURVE_VCPUS),
+            Some(&CURVE_VCPUS[..])
+        );
+        assert_eq!(curve_counts(true, None, &CURVE_VCPUS), None);
+    }
 
     /// `f` of each of `seed`'s published container figures.
     #[cfg(feature = "vcpus")]

@@ -73,18 +73,23 @@ fn protocol(fs: f3::Fs, fill_seed: u64) -> Config {
 #[cfg(feature = "vcpus")]
 pub const CURVE_VCPUS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
-/// Adds seed 003's simulated rows to its report (nothing for another seed); without
-/// `quick`, also its 1-128 curves on the same filesystems, each drawn under `svg_dir` when
-/// given ([`curves`]).
+/// Adds seed 003's simulated rows to its report (nothing for another seed), and its curves
+/// on the same filesystems at `vcpus` (`reproduce --vcpus`; else 1-128, and none with
+/// `quick`), each drawn under `svg_dir` when given ([`curves`]).
 #[cfg(feature = "vcpus")]
-pub fn attach(rep: &mut SeedReport, quick: bool, svg_dir: Option<&std::path::Path>) {
+pub fn attach(
+    rep: &mut SeedReport,
+    quick: bool,
+    vcpus: Option<&[u32]>,
+    svg_dir: Option<&std::path::Path>,
+) {
     if rep.seed != "003" {
         return;
     }
     rows(rep, quick);
-    if !quick {
+    if let Some(counts) = super::vcpu::curve_counts(quick, vcpus, &CURVE_VCPUS) {
         let ids: Vec<&str> = POINTS.iter().map(|(id, _)| *id).collect();
-        curves(rep, &ids, &CURVE_VCPUS, None, svg_dir);
+        curves(rep, &ids, counts, None, svg_dir);
     }
 }
 
