@@ -27,6 +27,10 @@ pub fn run_one(cfg: &RunConfig, bar: &Bar) -> Result<RunResult, CliError> {
 pub fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
     if let Some(counts) = &a.scenario.vcpus {
         let side = vcpu_side(&a.workload, a.policy, &[], &a.scenario);
+        #[cfg(feature = "vcpus")]
+        if super::vcpus_fallocate3::drives(&a.workload) {
+            return super::vcpus_fallocate3::cmd_run(&side, &counts.0, &a.output);
+        }
         return super::vcpus::cmd_run_vcpus(&side, &counts.0, &a.output);
     }
     let cfgs = run_configs(&a.workload, a.policy, &[], &a.scenario)?;
@@ -60,6 +64,10 @@ pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
     if let Some(counts) = &a.scenario.vcpus {
         let sa = vcpu_side(&a.workload, pa, &a.set_a, &a.scenario);
         let sb = vcpu_side(&a.workload, pb, &a.set_b, &a.scenario);
+        #[cfg(feature = "vcpus")]
+        if super::vcpus_fallocate3::drives(&a.workload) {
+            return super::vcpus_fallocate3::cmd_compare(&sa, &sb, &counts.0, &a.output);
+        }
         return super::vcpus::cmd_compare_vcpus(&sa, &sb, &counts.0, &a.output);
     }
     let side_a = run_configs(&a.workload, pa, &a.set_a, &a.scenario)?;

@@ -612,10 +612,6 @@ mod sim {
 
     /// `mballoc run WORKLOAD --vcpus N,...`.
     pub fn cmd_run_vcpus(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
-        if super::super::vcpus_fallocate3::drives(side.workload) {
-            check_vcpus(side.workload, counts)?;
-            return super::super::vcpus_fallocate3::cmd_run(side, counts, out);
-        }
         let runs = run_side(side, counts)?;
         if out.json {
             for r in &runs {
@@ -643,9 +639,6 @@ mod sim {
         counts: &[u32],
         out: &Output,
     ) -> Result<(), CliError> {
-        if super::super::vcpus_fallocate3::drives(a.workload) {
-            return super::super::vcpus_fallocate3::cmd_compare(a, b, counts, out);
-        }
         let ra = run_side(a, counts)?;
         let rb = run_side(b, counts)?;
         let (la, lb) = labels(a, b);

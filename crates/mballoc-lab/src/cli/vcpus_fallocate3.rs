@@ -18,7 +18,7 @@ use super::args::Output;
 use super::config::validate_settings;
 use super::emit::outln;
 use super::vcpus::{
-    check_fallocate3_settings, comparison, labels, machine, seed003_config, VcpuSide,
+    check_fallocate3_settings, check_vcpus, comparison, labels, machine, seed003_config, VcpuSide,
     SEED003_LAB_SETTINGS,
 };
 use super::CliError;
@@ -86,6 +86,7 @@ fn config(side: &VcpuSide) -> Result<Config, CliError> {
 }
 
 fn run_side(side: &VcpuSide, counts: &[u32]) -> Result<Vec<RunOut>, CliError> {
+    check_vcpus(side.workload, counts)?;
     let cfg = config(side)?;
     let workload = id(side.workload)?;
     counts
