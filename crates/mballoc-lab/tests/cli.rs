@@ -467,18 +467,21 @@ fn reproduce_vcpus_takes_1_to_128() {
     );
 }
 
+/// A successful run's stdout, one JSON object a line.
+#[cfg(feature = "vcpus")]
+fn json_lines(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "{}", stderr(o));
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
 /// A small simulated run: the per-call counters and the placement of every point, as JSON.
 #[cfg(feature = "vcpus")]
 #[test]
 fn vcpus_run_and_compare_report_counters_and_placement() {
-    let lines = |o: &Output| -> Vec<Value> {
-        assert!(o.status.success(), "{}", stderr(o));
-        stdout(o)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
-    };
-    let run = lines(&mballoc(&[
+    let run = json_lines(&mballoc(&[
         "run", WORKLOAD, "--vcpus", "1,4", "--quick", "--json",
     ]));
     assert_eq!(run.len(), 2);
@@ -505,7 +508,7 @@ fn vcpus_run_and_compare_report_counters_and_placement() {
     ];
     args.extend(set);
     args.extend(["--vcpus", "8", "--quick", "--json"]);
-    let cmp = lines(&mballoc(&args));
+    let cmp = json_lines(&mballoc(&args));
     assert_eq!(cmp.len(), 2);
     let waits = |v: &Value| {
         v["point"]["per_call"]["lock_waits"]["group"]
@@ -531,14 +534,7 @@ fn vcpus_run_and_compare_report_counters_and_placement() {
 #[cfg(feature = "vcpus")]
 #[test]
 fn vcpus_run_and_compare_fallocate3_on_the_workloads_filesystem() {
-    let lines = |o: &Output| -> Vec<Value> {
-        assert!(o.status.success(), "{}", stderr(o));
-        stdout(o)
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
-    };
-    let run = lines(&mballoc(&[
+    let run = json_lines(&mballoc(&[
         "run", "seed003", "--vcpus", "1,2", "--quick", "--json",
     ]));
     assert_eq!(run.len(), 2);
@@ -547,7 +543,7 @@ fn vcpus_run_and_compare_fallocate3_on_the_workloads_filesystem() {
         assert_eq!(v["config"]["fs"]["used"], 0.75, "{v}");
         assert!(v["point"]["ops_per_s"].as_f64().unwrap() > 0.0, "{v}");
     }
-    let cmp = lines(&mballoc(&[
+    let cmp = json_lines(&mballoc(&[
         "compare",
         "seed003",
         "--policy",

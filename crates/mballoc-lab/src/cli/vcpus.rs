@@ -460,7 +460,7 @@ pub fn cmd_compare_vcpus(
 }
 
 #[cfg(feature = "vcpus")]
-pub use sim::{cmd_compare_vcpus, cmd_run_vcpus, comparison, labels};
+pub use sim::{cmd_compare_vcpus, cmd_run_vcpus, comparison, label, labels};
 
 #[cfg(feature = "vcpus")]
 mod sim {
@@ -659,16 +659,16 @@ mod sim {
         Ok(())
     }
 
-    /// The two sides' column labels: policy and settings, prefixed A and B when alike.
+    /// A side's label: its policy and settings.
+    pub fn label(side: &VcpuSide) -> String {
+        std::iter::once(side.policy.name())
+            .chain(side.settings.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The two sides' column labels ([`label`]), prefixed A and B when alike.
     pub fn labels(a: &VcpuSide, b: &VcpuSide) -> (String, String) {
-        let label = |s: &VcpuSide| {
-            let mut l = s.policy.name().to_string();
-            for x in &s.settings {
-                l.push(' ');
-                l.push_str(x);
-            }
-            l
-        };
         let (la, lb) = (label(a), label(b));
         if la == lb {
             return (format!("A: {la}"), format!("B: {lb}"));

@@ -18,8 +18,8 @@ use super::args::Output;
 use super::config::validate_settings;
 use super::emit::outln;
 use super::vcpus::{
-    check_fallocate3_settings, check_vcpus, comparison, labels, machine, seed003_config, VcpuSide,
-    SEED003_LAB_SETTINGS,
+    check_fallocate3_settings, check_vcpus, comparison, label, labels, machine, seed003_config,
+    VcpuSide, SEED003_LAB_SETTINGS,
 };
 use super::CliError;
 
@@ -196,13 +196,6 @@ fn render(workload: &str, label: &str, runs: &[RunOut]) -> String {
 
 fn json(r: &RunOut) -> Result<String, CliError> {
     serde_json::to_string(r).map_err(other)
-}
-
-fn label(side: &VcpuSide) -> String {
-    std::iter::once(side.policy.name())
-        .chain(side.settings.iter().map(String::as_str))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// `mballoc run fallocate3|seed003 --vcpus N,...`.
