@@ -85,9 +85,30 @@ fn config(side: &VcpuSide) -> Result<Config, CliError> {
     Ok(cfg)
 }
 
+/// As the real-time loop requires (`Env::require`): room for two files a task, the one it
+/// writes and the one whose blocks wait for the commit.
+fn require_room(workload: &str, cfg: &Config, counts: &[u32]) -> Result<(), CliError> {
+    let n = counts.iter().copied().max().unwrap_or(1);
+    let file = u64::from(f3::FILE_BLOCKS) * 4096;
+    let needed = 2 * u64::from(n) * file;
+    let available = (cfg.bytes as f64 * (1.0 - cfg.fs.used)) as u64;
+    if needed > available {
+        return Err(CliError::Workload {
+            workload: workload.to_string(),
+            source: mballoc_lab::workload::LabError::TooSmall {
+                workload: workload.to_string(),
+                needed,
+                available,
+            },
+        });
+    }
+    Ok(())
+}
+
 fn run_side(side: &VcpuSide, counts: &[u32]) -> Result<Vec<RunOut>, CliError> {
     check_vcpus(side.workload, counts)?;
     let cfg = config(side)?;
+    require_room(side.workload, &cfg, counts)?;
     let workload = id(side.workload)?;
     counts
         .iter()
@@ -279,5 +300,24 @@ mod tests {
         assert_eq!(fresh.fs.used, 0.0);
         let bad = config(&side("fallocate3", Policy::Linux618, &["duration_s=2"]));
         assert!(matches!(bad, Err(CliError::Usage(_))), "{:?}", bad.err());
+    }
+
+    /// A filesystem too small for two files a task is refused before any point runs, as the
+    /// real-time loop refuses it, naming what it needs.
+    #[test]
+    fn a_filesystem_without_room_for_the_files_is_refused() {
+        let small = VcpuSide {
+            fs_size: Some(256 << 20),
+            ..side("fallocate3", Policy::Linux618, &[])
+        };
+        let file = u64::from(f3::FILE_BLOCKS) * 4096;
+        assert!(run_side(&small, &[1]).is_ok(), "two files fit in 256 MiB");
+        match run_side(&small, &[1, 2]) {
+            Err(CliError::Workload {
+                source: mballoc_lab::workload::LabError::TooSmall { needed, .. },
+                ..
+            }) => assert_eq!(needed, 4 * file),
+            other => panic!("{:?}", other.err()),
+        }
     }
 }
