@@ -565,6 +565,32 @@ fn vcpus_run_and_compare_fallocate3_on_the_workloads_filesystem() {
         text.contains("0 % used") && text.contains("groups/op"),
         "{text}"
     );
+    // --out: every point as JSON, a CSV row per point, each side's rate against vCPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = mballoc(&[
+        "compare",
+        "fallocate3",
+        "--policy",
+        "linux-6.16",
+        "--policy",
+        "linux-6.18",
+        "--vcpus",
+        "1,2",
+        "--quick",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("vcpu_runs.json")).unwrap())
+            .unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 4, "{runs}");
+    let csv = std::fs::read_to_string(out.join("vcpu_scalars.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    assert!(csv.starts_with("side,vcpus,"), "{csv}");
+    assert!(out.join("vcpu_throughput.svg").exists());
 }
 
 /// fallocate3 on a stored layout as the kernel script runs it (`--seed003-image`, a short

@@ -10,6 +10,10 @@
 //!
 //! File names start with the run's index so two runs of the same policy with different settings
 //! never overwrite each other.
+//!
+//! `run`/`compare --vcpus` write their own three ([`write_vcpus`]): `vcpu_runs.json` (every
+//! point, complete), `vcpu_scalars.csv` (one row per point: side, vCPUs, every figure) and,
+//! with two counts or more, `vcpu_throughput.svg` (each side's ops/s against vCPUs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -115,6 +119,87 @@ fn scalars_csv(runs: &[RunResult]) -> String {
                 .map(|n| r.scalars.get(*n).map_or(String::new(), f64::to_string)),
         );
         out.push_str(&csv_line(cells.into_iter()));
+    }
+    out
+}
+
+#[cfg(feature = "vcpus")]
+/// One point of `run`/`compare --vcpus` for [`write_vcpus`].
+pub struct VcpuRow {
+    /// The side's label (policy and settings).
+    pub label: String,
+    pub vcpus: u32,
+    /// Every figure of the point under one flat name; `rate` among them is plotted.
+    pub scalars: BTreeMap<String, f64>,
+    /// The whole point as `--json` prints it.
+    pub json: serde_json::Value,
+}
+
+#[cfg(feature = "vcpus")]
+/// `--out DIR` of `run`/`compare --vcpus` on `workload` (the files in the module's table):
+/// `rate` is the figure plotted against vCPUs.
+pub fn write_vcpus(
+    dir: &Path,
+    workload: &str,
+    rate: &str,
+    rows: &[VcpuRow],
+) -> Result<Vec<PathBuf>, CliError> {
+    check_writable(dir)?;
+    let mut written = Vec::new();
+    let p = dir.join("vcpu_runs.json");
+    let all: Vec<&serde_json::Value> = rows.iter().map(|r| &r.json).collect();
+    report::write_json(&all, &p)?;
+    written.push(p);
+    let p = dir.join("vcpu_scalars.csv");
+    std::fs::write(&p, vcpu_scalars_csv(rows)).map_err(|e| ReportError::io(&p, e))?;
+    written.push(p);
+    let mut lines: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in rows {
+        if let Some(&v) = r.scalars.get(rate).filter(|v| v.is_finite()) {
+            lines
+                .entry(&r.label)
+                .or_default()
+                .push((f64::from(r.vcpus), v));
+        }
+    }
+    if lines.values().any(|pts| pts.len() > 1) {
+        let series: Vec<Series> = lines
+            .into_iter()
+            .map(|(label, mut points)| {
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                Series {
+                    label: label.to_string(),
+                    points,
+                }
+            })
+            .collect();
+        let p = dir.join("vcpu_throughput.svg");
+        let title = format!("{workload} on virtual CPUs: {rate} against vCPUs");
+        report::plot_throughput(&title, &series, &p)?;
+        written.push(p);
+    }
+    Ok(written)
+}
+
+#[cfg(feature = "vcpus")]
+/// `vcpu_scalars.csv`: side and vCPUs, then every figure any point has (alphabetical; empty
+/// where a point lacks it).
+fn vcpu_scalars_csv(rows: &[VcpuRow]) -> String {
+    let mut names: Vec<&str> = rows
+        .iter()
+        .flat_map(|r| r.scalars.keys().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let head = ["side", "vcpus"].into_iter().chain(names.iter().copied());
+    let mut out = csv_line(head.map(str::to_string));
+    for r in rows {
+        let cells = [r.label.clone(), r.vcpus.to_string()].into_iter().chain(
+            names
+                .iter()
+                .map(|n| r.scalars.get(*n).map_or(String::new(), f64::to_string)),
+        );
+        out.push_str(&csv_line(cells));
     }
     out
 }

@@ -460,7 +460,7 @@ pub fn cmd_compare_vcpus(
 }
 
 #[cfg(feature = "vcpus")]
-pub use sim::{cmd_compare_vcpus, cmd_run_vcpus, comparison, label, labels};
+pub use sim::{check_out, cmd_compare_vcpus, cmd_run_vcpus, comparison, label, labels, save};
 
 #[cfg(feature = "vcpus")]
 mod sim {
@@ -474,6 +474,7 @@ mod sim {
     use super::super::args::Output;
     use super::super::config::validate_settings;
     use super::super::emit::outln;
+    use super::super::outdir::{self, VcpuRow};
     use super::{check_vcpus, machine, other, render, CliError, VcpuSide};
 
     /// Virtual time each CPU runs: as `bench threads --vcpus` (5 ms), 1 ms with `--quick`.
@@ -610,9 +611,47 @@ mod sim {
         t
     }
 
+    /// `--out DIR` of a vCPU run: checked before anything runs.
+    pub fn check_out(out: &Output) -> Result<(), CliError> {
+        out.out.as_deref().map_or(Ok(()), outdir::check_writable)
+    }
+
+    /// `--out DIR`: the points as files ([`outdir::write_vcpus`], `rate` plotted against
+    /// vCPUs), said on stderr unless `--quiet`.
+    pub fn save(
+        out: &Output,
+        workload: &str,
+        rate: &str,
+        rows: &[VcpuRow],
+    ) -> Result<(), CliError> {
+        let Some(dir) = &out.out else { return Ok(()) };
+        let files = outdir::write_vcpus(dir, workload, rate, rows)?;
+        if !out.quiet {
+            eprintln!("wrote {} files to {}", files.len(), dir.display());
+        }
+        Ok(())
+    }
+
+    /// A point of `bench threads`' patterns as `--out` writes it.
+    fn row(label: &str, r: &VcpuRunOut) -> Result<VcpuRow, CliError> {
+        Ok(VcpuRow {
+            label: label.to_string(),
+            vcpus: r.run.point.vcpus,
+            scalars: scalars(r),
+            json: serde_json::to_value(r).map_err(other)?,
+        })
+    }
+
+    /// The figure `--out` plots against vCPUs for `bench threads`' patterns.
+    const RATE: &str = "ops_per_s_per_cpu";
+
     /// `mballoc run WORKLOAD --vcpus N,...`.
     pub fn cmd_run_vcpus(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
+        check_out(out)?;
         let runs = run_side(side, counts)?;
+        let l = label(side);
+        let rows: Vec<VcpuRow> = runs.iter().map(|r| row(&l, r)).collect::<Result<_, _>>()?;
+        save(out, side.workload, RATE, &rows)?;
         if out.json {
             for r in &runs {
                 outln(&json(r)?)?;
@@ -639,9 +678,14 @@ mod sim {
         counts: &[u32],
         out: &Output,
     ) -> Result<(), CliError> {
+        check_out(out)?;
         let ra = run_side(a, counts)?;
         let rb = run_side(b, counts)?;
         let (la, lb) = labels(a, b);
+        let rows = (ra.iter().map(|r| row(&la, r)))
+            .chain(rb.iter().map(|r| row(&lb, r)))
+            .collect::<Result<Vec<_>, _>>()?;
+        save(out, a.workload, RATE, &rows)?;
         for (x, y) in ra.iter().zip(&rb) {
             if out.json {
                 outln(&json(x)?)?;
