@@ -460,7 +460,10 @@ pub fn cmd_compare_vcpus(
 }
 
 #[cfg(feature = "vcpus")]
-pub use sim::{check_out, cmd_compare_vcpus, cmd_run_vcpus, comparison, label, labels, save};
+pub use sim::{
+    check_out, cmd_compare_vcpus, cmd_run_vcpus, comparison, emit_compare, emit_run, label, labels,
+    VcpuPoint,
+};
 
 #[cfg(feature = "vcpus")]
 mod sim {
@@ -577,10 +580,6 @@ mod sim {
         s
     }
 
-    fn json(r: &VcpuRunOut) -> Result<String, CliError> {
-        serde_json::to_string(r).map_err(other)
-    }
-
     /// The placement lines under the counters' table.
     fn placement_table(runs: &[VcpuRunOut]) -> String {
         let mut t = format!(
@@ -632,30 +631,82 @@ mod sim {
         Ok(())
     }
 
-    /// A point of `bench threads`' patterns as `--out` writes it.
-    fn row(label: &str, r: &VcpuRunOut) -> Result<VcpuRow, CliError> {
-        Ok(VcpuRow {
-            label: label.to_string(),
-            vcpus: r.run.point.vcpus,
-            scalars: scalars(r),
-            json: serde_json::to_value(r).map_err(other)?,
-        })
+    /// What `--json` and `--out` need of one simulated point, whatever its workload.
+    pub trait VcpuPoint: Serialize {
+        /// The figure `--out` plots against vCPUs.
+        const RATE: &'static str;
+        fn vcpus(&self) -> u32;
+        /// Every figure under one flat name (tables, CSV).
+        fn scalars(&self) -> BTreeMap<String, f64>;
     }
 
-    /// The figure `--out` plots against vCPUs for `bench threads`' patterns.
-    const RATE: &str = "ops_per_s_per_cpu";
+    impl VcpuPoint for VcpuRunOut {
+        const RATE: &'static str = "ops_per_s_per_cpu";
+        fn vcpus(&self) -> u32 {
+            self.run.point.vcpus
+        }
+        fn scalars(&self) -> BTreeMap<String, f64> {
+            scalars(self)
+        }
+    }
+
+    /// `side`'s points as `--out` writes them.
+    fn rows<P: VcpuPoint>(side: &str, points: &[P]) -> Result<Vec<VcpuRow>, CliError> {
+        points
+            .iter()
+            .map(|p| {
+                Ok(VcpuRow {
+                    label: side.to_string(),
+                    vcpus: p.vcpus(),
+                    scalars: p.scalars(),
+                    json: serde_json::to_value(p).map_err(other)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `--out` and `--json` of a run's points: the files written, the JSON lines printed.
+    /// Whether it printed them (the caller prints its table otherwise).
+    pub fn emit_run<P: VcpuPoint>(
+        out: &Output,
+        workload: &str,
+        side: &str,
+        points: &[P],
+    ) -> Result<bool, CliError> {
+        save(out, workload, P::RATE, &rows(side, points)?)?;
+        if out.json {
+            for p in points {
+                outln(&serde_json::to_string(p).map_err(other)?)?;
+            }
+        }
+        Ok(out.json)
+    }
+
+    /// `--out` and `--json` of a comparison's two sides (labelled `la` and `lb`): the files
+    /// written, each count's two points printed as JSON lines. Whether it printed them.
+    pub fn emit_compare<P: VcpuPoint>(
+        out: &Output,
+        workload: &str,
+        (la, lb): (&str, &str),
+        (a, b): (&[P], &[P]),
+    ) -> Result<bool, CliError> {
+        let mut all = rows(la, a)?;
+        all.extend(rows(lb, b)?);
+        save(out, workload, P::RATE, &all)?;
+        if out.json {
+            for (x, y) in a.iter().zip(b) {
+                outln(&serde_json::to_string(x).map_err(other)?)?;
+                outln(&serde_json::to_string(y).map_err(other)?)?;
+            }
+        }
+        Ok(out.json)
+    }
 
     /// `mballoc run WORKLOAD --vcpus N,...`.
     pub fn cmd_run_vcpus(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
         check_out(out)?;
         let runs = run_side(side, counts)?;
-        let l = label(side);
-        let rows: Vec<VcpuRow> = runs.iter().map(|r| row(&l, r)).collect::<Result<_, _>>()?;
-        save(out, side.workload, RATE, &rows)?;
-        if out.json {
-            for r in &runs {
-                outln(&json(r)?)?;
-            }
+        if emit_run(out, side.workload, &label(side), &runs)? {
             return Ok(());
         }
         let curve = VcpuCurve {
@@ -682,16 +733,10 @@ mod sim {
         let ra = run_side(a, counts)?;
         let rb = run_side(b, counts)?;
         let (la, lb) = labels(a, b);
-        let rows = (ra.iter().map(|r| row(&la, r)))
-            .chain(rb.iter().map(|r| row(&lb, r)))
-            .collect::<Result<Vec<_>, _>>()?;
-        save(out, a.workload, RATE, &rows)?;
+        if emit_compare(out, a.workload, (&la, &lb), (&ra, &rb))? {
+            return Ok(());
+        }
         for (x, y) in ra.iter().zip(&rb) {
-            if out.json {
-                outln(&json(x)?)?;
-                outln(&json(y)?)?;
-                continue;
-            }
             let title = format!(
                 "{} · {} virtual CPUs · {} µs virtual each",
                 a.workload,

@@ -17,10 +17,9 @@ use serde::Serialize;
 use super::args::Output;
 use super::config::validate_settings;
 use super::emit::outln;
-use super::outdir::VcpuRow;
 use super::vcpus::{
-    check_fallocate3_settings, check_out, check_vcpus, comparison, label, labels, machine, save,
-    seed003_config, VcpuSide, SEED003_LAB_SETTINGS,
+    check_fallocate3_settings, check_out, check_vcpus, comparison, emit_compare, emit_run, label,
+    labels, machine, seed003_config, VcpuPoint, VcpuSide, SEED003_LAB_SETTINGS,
 };
 use super::CliError;
 
@@ -216,34 +215,21 @@ fn render(workload: &str, label: &str, runs: &[RunOut]) -> String {
     t
 }
 
-fn json(r: &RunOut) -> Result<String, CliError> {
-    serde_json::to_string(r).map_err(other)
+impl VcpuPoint for RunOut {
+    const RATE: &'static str = "ops_per_s_per_task";
+    fn vcpus(&self) -> u32 {
+        self.point.vcpus
+    }
+    fn scalars(&self) -> BTreeMap<String, f64> {
+        scalars(&self.point)
+    }
 }
-
-/// A point as `--out` writes it.
-fn row(label: &str, r: &RunOut) -> Result<VcpuRow, CliError> {
-    Ok(VcpuRow {
-        label: label.to_string(),
-        vcpus: r.point.vcpus,
-        scalars: scalars(&r.point),
-        json: serde_json::to_value(r).map_err(other)?,
-    })
-}
-
-/// The figure `--out` plots against vCPUs.
-const RATE: &str = "ops_per_s_per_task";
 
 /// `mballoc run fallocate3|seed003 --vcpus N,...`.
 pub fn cmd_run(side: &VcpuSide, counts: &[u32], out: &Output) -> Result<(), CliError> {
     check_out(out)?;
     let runs = run_side(side, counts)?;
-    let l = label(side);
-    let rows: Vec<VcpuRow> = runs.iter().map(|r| row(&l, r)).collect::<Result<_, _>>()?;
-    save(out, side.workload, RATE, &rows)?;
-    if out.json {
-        for r in &runs {
-            outln(&json(r)?)?;
-        }
+    if emit_run(out, side.workload, &label(side), &runs)? {
         return Ok(());
     }
     outln(&render(side.workload, &label(side), &runs))
@@ -260,19 +246,11 @@ pub fn cmd_compare(
     let ra = run_side(a, counts)?;
     let rb = run_side(b, counts)?;
     let (la, lb) = labels(a, b);
-    let rows = (ra.iter().map(|r| row(&la, r)))
-        .chain(rb.iter().map(|r| row(&lb, r)))
-        .collect::<Result<Vec<_>, _>>()?;
-    save(out, a.workload, RATE, &rows)?;
-    if !out.json {
-        outln(&heading(a.workload, &ra[0].config))?;
+    if emit_compare(out, a.workload, (&la, &lb), (&ra, &rb))? {
+        return Ok(());
     }
+    outln(&heading(a.workload, &ra[0].config))?;
     for (x, y) in ra.iter().zip(&rb) {
-        if out.json {
-            outln(&json(x)?)?;
-            outln(&json(y)?)?;
-            continue;
-        }
         let title = format!("{} · {} virtual CPUs", a.workload, x.point.vcpus);
         outln(&comparison(
             &title,
