@@ -77,6 +77,23 @@ fn a_dropped_hook_leaves_no_synchronisation_point_hooked() {
     assert_eq!(vcpu::live(), 0, "the count falls back when the guard drops");
     allocate(&a, 20);
     assert_eq!(counter.0.get(), heard, "nothing reaches a dropped hook");
+    // A swap changes what hears the points, not the count; a swap to none silences them.
+    let other = Rc::new(Counter::default());
+    let installed = vcpu::install(Rc::clone(&counter) as Rc<dyn Hook>);
+    installed.swap(Some(Rc::clone(&other) as Rc<dyn Hook>));
+    allocate(&a, 5);
+    assert_eq!(counter.0.get(), heard, "the hook swapped out hears nothing");
+    assert!(
+        other.0.get() > 0,
+        "the hook swapped in hears the allocations"
+    );
+    installed.swap(None);
+    let quiet = other.0.get();
+    allocate(&a, 5);
+    assert_eq!(other.0.get(), quiet, "no hook after a swap to none");
+    assert_eq!(vcpu::live(), 1, "swaps keep the count");
+    drop(installed);
+    assert_eq!(vcpu::live(), 0);
     // A hook on another thread is counted while it lives, and only while.
     std::thread::spawn(|| {
         let other = vcpu::install(Rc::new(Counter::default()) as Rc<dyn Hook>);

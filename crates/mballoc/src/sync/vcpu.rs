@@ -166,6 +166,17 @@ pub fn install(hook: Rc<dyn Hook>) -> Installed {
 /// Removes the thread's hook on drop; not `Send`, so it is dropped on the thread it was made.
 pub struct Installed(std::marker::PhantomData<*const ()>);
 
+impl Installed {
+    /// Puts `hook` on the thread in place of the one installed, or none (`None`: nothing is
+    /// reported until the next swap), keeping this guard and the count of live hooks: a
+    /// simulator that switches virtual CPUs at every scheduling step swaps instead of
+    /// installing and dropping, which would write the shared count twice a step.
+    pub fn swap(&self, hook: Option<Rc<dyn Hook>>) {
+        CPU.with(|c| c.set(hook.as_ref().and_then(|h| h.cpu())));
+        HOOK.with(|h| h.set(hook));
+    }
+}
+
 impl Drop for Installed {
     fn drop(&mut self) {
         HOOK.with(|h| h.set(None));
