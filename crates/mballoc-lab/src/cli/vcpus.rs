@@ -41,7 +41,7 @@ pub struct VcpuArgs {
 }
 
 #[cfg(feature = "vcpus")]
-fn other(e: impl std::fmt::Display) -> CliError {
+pub(super) fn other(e: impl std::fmt::Display) -> CliError {
     CliError::Other(e.to_string())
 }
 
