@@ -73,7 +73,14 @@ fn bad_arguments_name_the_valid_choices() {
     );
     fails_with(
         &["compare", WORKLOAD, "--policy", "linux-6.18"],
-        &["exactly two"],
+        &["two policies", "got 1 policy and 0 side settings"],
+    );
+    fails_with(
+        &[
+            "compare", WORKLOAD, "--policy", "linux-6.18", "--policy", "proposed", "--policy",
+            "linux-6.16",
+        ],
+        &["got 3 policies"],
     );
     fails_with(&["reproduce", "--only", "999"], &["000", "004"]);
 }
@@ -174,6 +181,29 @@ fn compare_prints_both_policies_and_a_diff_column() {
     }
     assert!(out.contains("| ops_per_sec "), "{out}");
     assert!(out.contains('%'), "a change in %: {out}");
+}
+
+#[test]
+fn one_policy_with_side_settings_compares_a_switch_within_it() {
+    let mut args = vec![
+        "compare",
+        WORKLOAD,
+        "--policy",
+        "linux-6.18",
+        "--set-a",
+        "try_lock_groups=0",
+    ];
+    args.extend_from_slice(SMALL);
+    let o = mballoc(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("| metric"))
+        .unwrap_or_else(|| panic!("no table: {out}"));
+    for col in ["linux-6.18 +try_lock_groups=0", "linux-6.18", "diff"] {
+        assert!(header.contains(col), "{col} not in {header}");
+    }
 }
 
 #[test]

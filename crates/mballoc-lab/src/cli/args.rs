@@ -128,7 +128,8 @@ pub struct CompareArgs {
     /// Workload name (see `mballoc list`).
     #[arg(value_parser = workload_name)]
     pub workload: String,
-    /// The two policies to compare: `--policy A --policy B` (A is the baseline).
+    /// The two policies to compare: `--policy A --policy B` (A is the baseline); one policy
+    /// serves both sides when `--set-a`/`--set-b` tell them apart.
     #[arg(long = "policy", required = true, num_args = 1, value_parser = policy_name)]
     pub policies: Vec<Policy>,
     /// Settings for A only (on top of `--set`), e.g. to compare one switch within a preset.

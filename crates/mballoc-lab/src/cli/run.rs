@@ -55,12 +55,7 @@ pub fn cmd_run(a: &RunArgs) -> Result<(), CliError> {
 
 /// `mballoc compare`: A and B at every thread count, one table per thread count.
 pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
-    let [pa, pb] = a.policies[..] else {
-        return Err(CliError::Usage(format!(
-            "compare needs exactly two policies (--policy A --policy B), got {}",
-            a.policies.len()
-        )));
-    };
+    let (pa, pb) = sides(a)?;
     if let Some(counts) = &a.scenario.vcpus {
         let sa = vcpu_side(&a.workload, pa, &a.set_a, &a.scenario);
         let sb = vcpu_side(&a.workload, pb, &a.set_b, &a.scenario);
@@ -88,6 +83,24 @@ pub fn cmd_compare(a: &CompareArgs) -> Result<(), CliError> {
         results.push(rb);
     }
     write_out(&a.output, &results)
+}
+
+/// The two sides' policies: `--policy A --policy B`, or one policy for both when
+/// `--set-a`/`--set-b` tell the sides apart (one switch within a preset).
+fn sides(a: &CompareArgs) -> Result<(mballoc::Policy, mballoc::Policy), CliError> {
+    let own = !a.set_a.is_empty() || !a.set_b.is_empty();
+    match a.policies[..] {
+        [pa, pb] => Ok((pa, pb)),
+        [p] if own => Ok((p, p)),
+        _ => Err(CliError::Usage(format!(
+            "compare needs two policies (--policy A --policy B), or one with --set-a/--set-b \
+             to tell the sides apart; got {} polic{} and {} side setting{}",
+            a.policies.len(),
+            if a.policies.len() == 1 { "y" } else { "ies" },
+            a.set_a.len() + a.set_b.len(),
+            if a.set_a.len() + a.set_b.len() == 1 { "" } else { "s" },
+        ))),
+    }
 }
 
 /// One side of a `--vcpus` run: `--set`, then the side's own settings.

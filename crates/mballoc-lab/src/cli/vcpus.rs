@@ -341,10 +341,10 @@ pub fn render(curves: &[VcpuCurve]) -> String {
     for c in curves {
         let _ = writeln!(
             t,
-            "fallocate2 on virtual CPUs: {} {} ({:?} interaction costs), {} µs virtual per CPU counted after {} µs",
+            "fallocate2 on virtual CPUs: {} {} (--machine {} costs), {} µs virtual per CPU counted after {} µs",
             c.config.policy,
             c.config.settings.join(" "),
-            c.config.machine,
+            c.config.machine.name(),
             c.config.horizon_ns / 1000,
             c.config.warmup_ns / 1000
         );

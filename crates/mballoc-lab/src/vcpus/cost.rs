@@ -257,6 +257,17 @@ impl Machine {
         }
     }
 
+    /// The name `--machine` takes for it (the inverse of [`Machine::from_name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Machine::Server => "server",
+            Machine::Local => "local",
+            Machine::Xeon16 => "xeon16",
+            Machine::Kunpeng920 => "kunpeng920",
+            Machine::Epyc9654x2 => "epyc9654x2",
+        }
+    }
+
     /// Whether its file system's device is rotational, for what the mount sets from it
     /// ([`super::io::mount_settings`]). The seeds' servers: non-rotational, both tables say
     /// "960GB SSD". `local`: this machine's loop images ([`DeviceClass::Local`]); `server`

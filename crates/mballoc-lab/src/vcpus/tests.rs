@@ -54,6 +54,15 @@ fn try_on_all(s: &Arc<Sched>, body: impl Fn(usize, &VcpuHook)) -> Result<(), Ben
 }
 
 #[test]
+fn every_machine_is_named_as_machine_takes_it() {
+    for name in Machine::NAMES {
+        let m = Machine::from_name(name).unwrap_or_else(|| panic!("{name} not taken"));
+        assert_eq!(m.name(), name);
+    }
+    assert_eq!(Machine::from_name("amd9654"), None);
+}
+
+#[test]
 fn cpus_that_share_nothing_scale_linearly() {
     for n in [1, 4, 16] {
         let clocks = synthetic(n, Costs::flat(10, 80, 80, 0), |me, h| {
