@@ -77,7 +77,13 @@ fn bad_arguments_name_the_valid_choices() {
     );
     fails_with(
         &[
-            "compare", WORKLOAD, "--policy", "linux-6.18", "--policy", "proposed", "--policy",
+            "compare",
+            WORKLOAD,
+            "--policy",
+            "linux-6.18",
+            "--policy",
+            "proposed",
+            "--policy",
             "linux-6.16",
         ],
         &["got 3 policies"],

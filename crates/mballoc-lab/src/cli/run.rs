@@ -98,7 +98,11 @@ fn sides(a: &CompareArgs) -> Result<(mballoc::Policy, mballoc::Policy), CliError
             a.policies.len(),
             if a.policies.len() == 1 { "y" } else { "ies" },
             a.set_a.len() + a.set_b.len(),
-            if a.set_a.len() + a.set_b.len() == 1 { "" } else { "s" },
+            if a.set_a.len() + a.set_b.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
         ))),
     }
 }
