@@ -156,7 +156,14 @@ impl Sampling {
         let count = |s: f64| ((s / secs).round() as usize).max(1);
         Sampling {
             interval,
-            warmup: warmup_s.map_or(if quick { 2 } else { 6 }, count),
+            // A warm-up of 0 s asks for none; any other rounds to at least one sample.
+            warmup: warmup_s.map_or(if quick { 2 } else { 6 }, |s| {
+                if s == 0.0 {
+                    0
+                } else {
+                    count(s)
+                }
+            }),
             measured: duration_s.map_or(5, count),
         }
     }

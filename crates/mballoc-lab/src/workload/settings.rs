@@ -130,6 +130,14 @@ fn seconds(name: &str, v: &str) -> Result<f64, LabError> {
     Ok(x)
 }
 
+/// A warm-up may be none at all: 0 counts from the first sample (the `--vcpus` default).
+fn warmup_seconds(name: &str, v: &str) -> Result<f64, LabError> {
+    if v.parse::<f64>() == Ok(0.0) {
+        return Ok(0.0);
+    }
+    seconds(name, v).map_err(|_| LabError::bad(name, v, "must be 0 or in (0, 86400] seconds"))
+}
+
 fn switch(name: &str, v: &str) -> Result<bool, LabError> {
     match v {
         "1" | "on" | "true" => Ok(true),
@@ -173,7 +181,7 @@ impl LabSettings {
                 "prefill" => s.prefill = Some(fraction(name, v, 0.98)?),
                 "commit_ops" => s.commit_ops = count(name, v)?,
                 "duration_s" => s.duration_s = Some(seconds(name, v)?),
-                "warmup_s" => s.warmup_s = Some(seconds(name, v)?),
+                "warmup_s" => s.warmup_s = Some(warmup_seconds(name, v)?),
                 "ops" => s.ops = Some(count(name, v)?),
                 "cpus" => {
                     let n = count(name, v)?;
@@ -302,6 +310,14 @@ mod tests {
         );
         assert!(LabSettings::parse(&v(&["novalue"])).is_err());
         assert!(LabSettings::parse(&v(&["duration_s=-1"])).is_err());
+        assert!(LabSettings::parse(&v(&["duration_s=0"])).is_err());
+        // No warm-up at all is a warm-up (the `--vcpus` default); a negative one is not.
+        assert_eq!(
+            LabSettings::parse(&v(&["warmup_s=0"])).unwrap().warmup_s,
+            Some(0.0)
+        );
+        let e = LabSettings::parse(&v(&["warmup_s=-1"])).unwrap_err();
+        assert!(e.to_string().contains("must be 0 or in"), "{e}");
         assert!(LabSettings::parse(&v(&["age=0.5", "prefill=0.5"])).is_err());
         assert_eq!(
             LabSettings::parse(&v(&["cluster_kib=64"]))
