@@ -503,6 +503,19 @@ fn reproduce_vcpus_takes_1_to_128() {
     );
 }
 
+/// A virtual-CPU run that fills its file system says which knob to turn.
+#[cfg(feature = "vcpus")]
+#[test]
+fn vcpus_a_run_that_fills_its_file_system_names_the_size() {
+    let o = mballoc(&["run", "appenders", "--vcpus", "128", "--fs-size", "64M"]);
+    // A run that went wrong, not a usage error: exit status 1.
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    for n in ["filled up on virtual CPUs", "no space", "raise --fs-size"] {
+        assert!(err.contains(n), "{n:?} missing from: {err}");
+    }
+}
+
 /// A successful run's stdout, one JSON object a line.
 #[cfg(feature = "vcpus")]
 fn json_lines(o: &Output) -> Vec<Value> {

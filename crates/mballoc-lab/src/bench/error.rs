@@ -17,6 +17,15 @@ pub enum BenchError {
     Io(PathBuf, std::io::Error),
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::MetricsError),
+    /// A virtual-CPU run filled its file system: the run, not the allocator, was too big.
+    #[error(
+        "the file system filled up on virtual CPUs ({source}); raise --fs-size or shorten \
+         duration_s"
+    )]
+    VcpusFull {
+        #[source]
+        source: mballoc::Error,
+    },
     #[error("{system}: no space for {len} units with {live} allocations live")]
     NoSpace {
         system: String,

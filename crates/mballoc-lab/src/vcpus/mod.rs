@@ -340,6 +340,9 @@ fn allocate(
                 retries += 1;
                 a.commit()?;
             }
+            Err(source @ mballoc::Error::NoSpace { .. }) => {
+                return Err(BenchError::VcpusFull { source })
+            }
             r => return Ok((r?, retries)),
         }
     }
