@@ -164,16 +164,10 @@ fn out_writes_json_csv_and_svg() {
     assert_eq!(runs.as_array().map(Vec::len), Some(2));
 }
 
-#[test]
-fn compare_prints_both_policies_and_a_diff_column() {
-    let mut args = vec![
-        "compare",
-        WORKLOAD,
-        "--policy",
-        "linux-6.16",
-        "--policy",
-        "proposed",
-    ];
+/// `compare WORKLOAD SIDES… SMALL…`: its whole output, once the table header has every column.
+fn compare_table(sides: &[&str], columns: &[&str]) -> String {
+    let mut args = vec!["compare", WORKLOAD];
+    args.extend_from_slice(sides);
     args.extend_from_slice(SMALL);
     let o = mballoc(&args);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -182,34 +176,28 @@ fn compare_prints_both_policies_and_a_diff_column() {
         .lines()
         .find(|l| l.starts_with("| metric"))
         .unwrap_or_else(|| panic!("no table: {out}"));
-    for col in ["linux-6.16", "proposed", "diff"] {
+    for col in columns.iter().chain(&["diff"]) {
         assert!(header.contains(col), "{col} not in {header}");
     }
+    out
+}
+
+#[test]
+fn compare_prints_both_policies_and_a_diff_column() {
+    let out = compare_table(
+        &["--policy", "linux-6.16", "--policy", "proposed"],
+        &["linux-6.16", "proposed"],
+    );
     assert!(out.contains("| ops_per_sec "), "{out}");
     assert!(out.contains('%'), "a change in %: {out}");
 }
 
 #[test]
 fn one_policy_with_side_settings_compares_a_switch_within_it() {
-    let mut args = vec![
-        "compare",
-        WORKLOAD,
-        "--policy",
-        "linux-6.18",
-        "--set-a",
-        "try_lock_groups=0",
-    ];
-    args.extend_from_slice(SMALL);
-    let o = mballoc(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
-    let header = out
-        .lines()
-        .find(|l| l.starts_with("| metric"))
-        .unwrap_or_else(|| panic!("no table: {out}"));
-    for col in ["linux-6.18 +try_lock_groups=0", "linux-6.18", "diff"] {
-        assert!(header.contains(col), "{col} not in {header}");
-    }
+    compare_table(
+        &["--policy", "linux-6.18", "--set-a", "try_lock_groups=0"],
+        &["linux-6.18 +try_lock_groups=0", "linux-6.18"],
+    );
 }
 
 #[test]
