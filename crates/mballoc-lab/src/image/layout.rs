@@ -363,7 +363,7 @@ mod tests {
         let text = String::from_utf8(text).unwrap();
         let cuts: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
         for &cut in &cuts[..cuts.len() - 1] {
-            let e = Layout::read_from(text[..cut].as_bytes()).unwrap_err();
+            let e = Layout::read_from(&text.as_bytes()[..cut]).unwrap_err();
             assert!(
                 matches!(e, ImageError::Layout { .. }),
                 "cut at {cut}: {e:?}"
