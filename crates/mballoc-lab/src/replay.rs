@@ -84,7 +84,7 @@ pub fn replay_paths(paths: &[std::path::PathBuf]) -> Result<ReplayReport, Replay
     }
     let mut cases = Vec::new();
     for dir in dirs {
-        cases.push(replay_case(&Case::load(&dir)?)?);
+        cases.push(replay_dir(&dir)?);
     }
     let allocs = cases.iter().map(|c| c.allocs).sum();
     let matched = cases.iter().map(|c| c.matched).sum();
@@ -574,7 +574,10 @@ fn first_path_difference(r: &AllocRecord, a: &mballoc::Allocation) -> Option<Str
     None
 }
 
-/// Convenience: replay one case directory.
+/// Replays one case directory, once its records agree with what `meta.json` counted: a
+/// records file cut at a line boundary parses, and its prefix would replay and agree.
 pub fn replay_dir(dir: &Path) -> Result<CaseReport, ReplayError> {
-    replay_case(&Case::load(dir)?)
+    let case = Case::load(dir)?;
+    case.check_counts()?;
+    replay_case(&case)
 }

@@ -347,3 +347,21 @@ fn a_directory_without_cases_is_an_error_not_a_perfect_score() {
         other => panic!("expected NoCases, got {other:?}"),
     }
 }
+
+/// A records file cut at a line boundary still parses, and its prefix would replay and agree:
+/// the replay refuses it on `meta.json`'s count of records.
+#[test]
+fn a_records_file_cut_at_a_line_is_refused_not_replayed() {
+    let src = traces().unwrap().join("1k-1g-falloc");
+    let tmp = tempfile::tempdir().unwrap();
+    let case = tmp.path().join("cut");
+    std::fs::create_dir(&case).unwrap();
+    for f in ["initial_state.json", "final_state.json", "meta.json"] {
+        std::fs::copy(src.join(f), case.join(f)).unwrap();
+    }
+    let records = std::fs::read_to_string(src.join("allocs.jsonl")).unwrap();
+    let cut: String = records.lines().take(50).map(|l| format!("{l}\n")).collect();
+    std::fs::write(case.join("allocs.jsonl"), cut).unwrap();
+    let err = replay_paths(&[case]).unwrap_err().to_string();
+    assert!(err.contains("counts 422 records, file has 50"), "{err}");
+}
