@@ -476,6 +476,16 @@ fn write_initial(
     sb: &Superblock,
     bitmaps: &BTreeMap<u32, Box<[u8]>>,
 ) -> Result<(), StoreError> {
+    // A device that held a store keeps that store's superblock until the new one is written
+    // last: cut short in between, it opened as the old store over the new table, its groups
+    // unreadable. Zero it first, durably, so that a create cut short leaves no store at all.
+    let sb_bytes = encode_superblock(sb);
+    io.write(
+        "invalidate the old superblock",
+        0,
+        &vec![0u8; sb_bytes.len()],
+    )?;
+    io.sync("sync the invalidated superblock")?;
     let mut table = Vec::with_capacity(sb.layout.desc_table_len());
     for group in 0..sb.layout.groups {
         let desc = match bitmaps.get(&group) {
@@ -503,7 +513,7 @@ fn write_initial(
         io.write("clear a log slot", sb.layout.record_at(slot), &[0u8; 512])?;
     }
     io.sync("sync the new store")?;
-    io.write("write the superblock", 0, &encode_superblock(sb))?;
+    io.write("write the superblock", 0, &sb_bytes)?;
     io.sync("sync the superblock")
 }
 

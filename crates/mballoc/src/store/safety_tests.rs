@@ -270,3 +270,54 @@ fn a_log_larger_than_the_format_allows_is_refused() {
     assert!(FileStore::create_with(&path, geometry(), &[], big).is_err());
     assert!(!path.exists(), "a refused create left a file behind");
 }
+
+/// Power lost at any write of a `create_on` over a device that holds a store: the device
+/// afterwards either opens as the old store, whole, or as the new one, whole, or not at all
+/// (no superblock). Never the old superblock over a half-written new table, which opened as
+/// the old store with groups it could not read.
+#[test]
+fn a_create_cut_short_over_an_old_store_leaves_it_whole_or_refused() {
+    let len = FileStore::required_len(&geometry(), opts()).unwrap();
+    let dev = Arc::new(MemDevice::new(len));
+    let old = FileStore::create_on(dev.clone(), geometry(), &[Extent::new(0, 10)], opts()).unwrap();
+    old.commit(&alloc(&[(2000, 30)])).unwrap();
+    let old_state = state(&old);
+    drop(old);
+    let old_image = dev.to_bytes();
+    let new_used = [Extent::new(0, 10), Extent::new(1500, 700)];
+    let new_state = {
+        let d = Arc::new(MemDevice::from_bytes(old_image.clone()));
+        state(&FileStore::create_on(d, geometry(), &new_used, opts()).unwrap())
+    };
+    let mut cut = 0;
+    for at in 0.. {
+        let fault = Arc::new(FaultDevice::new(old_image.clone()));
+        fault.set_plan(FaultPlan::LoseWrite { at });
+        if FileStore::create_on(fault.clone(), geometry(), &new_used, opts()).is_ok() {
+            break;
+        }
+        cut += 1;
+        for mode in [
+            CrashMode::NoneLanded,
+            CrashMode::AllLanded,
+            CrashMode::Random { seed: at },
+        ] {
+            let image = fault.crash(mode);
+            match FileStore::open_on(Arc::new(MemDevice::from_bytes(image))) {
+                Ok(s) => {
+                    let seen = state(&s);
+                    assert!(
+                        seen == old_state || seen == new_state,
+                        "write {at}, {mode:?}: opened as neither store"
+                    );
+                    assert!(s.verify().unwrap().is_empty(), "write {at}, {mode:?}");
+                }
+                Err(e) => assert!(
+                    matches!(e, StoreError::BadSuperblock { .. }),
+                    "write {at}, {mode:?}: {e}"
+                ),
+            }
+        }
+    }
+    assert!(cut > 3, "the create made only {cut} writes");
+}
