@@ -361,8 +361,8 @@ mod tests {
         let mut text = Vec::new();
         small().write_to(&mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
-        let cuts: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
-        for &cut in &cuts[..cuts.len() - 1] {
+        // Every byte position but the last (the final newline, whose loss changes nothing).
+        for cut in 0..text.len() - 1 {
             let e = Layout::read_from(&text.as_bytes()[..cut]).unwrap_err();
             assert!(
                 matches!(e, ImageError::Layout { .. }),
