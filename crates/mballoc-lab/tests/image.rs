@@ -289,16 +289,31 @@ fn garbage_and_truncated_images_are_typed_errors() {
         Image::open(&p, OpenOptions::default()),
         Err(ImageError::BadMagic { magic: 0 })
     ));
-    let mut img = bytes("frag4k");
-    img.truncate(4096 + 100);
-    let p = materialise(dir.path(), "t.img", img, &[]);
+    let whole = bytes("frag4k");
+    let p = materialise(dir.path(), "s.img", whole[..1500].to_vec(), &[]);
     assert!(matches!(
         Image::open(&p, OpenOptions::default()),
         Err(ImageError::Truncated {
-            what: "group descriptors",
+            what: "superblock",
             ..
         })
     ));
+    // Cut inside its metadata, or after it (everything `groups` reads is in the first 3 MB):
+    // both refused as the kernel refuses a device smaller than its file system, where the
+    // second read as the whole image.
+    for (cut, blocks) in [(4096 + 100, 1), (3_000_000, 732)] {
+        let p = materialise(dir.path(), "t.img", whole[..cut].to_vec(), &[]);
+        match Image::open(&p, OpenOptions::default()) {
+            Err(ImageError::ShortDevice {
+                blocks_count: 24576,
+                device_blocks,
+                block_size: 4096,
+                ..
+            }) => assert_eq!(device_blocks, blocks, "cut at {cut}"),
+            Err(e) => panic!("cut at {cut}: {e}"),
+            Ok(_) => panic!("cut at {cut}: opened"),
+        }
+    }
 }
 
 fn run_cfg(image: &Path, workload: &str, settings: &[&str]) -> mballoc_lab::workload::RunConfig {

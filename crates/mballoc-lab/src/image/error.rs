@@ -24,6 +24,19 @@ pub enum ImageError {
         size: u64,
     },
 
+    /// `ext4_check_geometry`'s refusal: the superblock claims more blocks than the image or
+    /// device holds (a copy cut short, or a device smaller than the file system made on it).
+    #[error(
+        "{path}: bad geometry: block count {blocks_count} exceeds size of device ({device_blocks} \
+         blocks of {block_size} bytes)"
+    )]
+    ShortDevice {
+        path: PathBuf,
+        blocks_count: u64,
+        device_blocks: u64,
+        block_size: u32,
+    },
+
     #[error("not an ext4 file system: superblock magic {magic:#06x}, expected 0xef53")]
     BadMagic { magic: u16 },
 

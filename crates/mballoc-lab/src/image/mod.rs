@@ -62,6 +62,17 @@ impl Image {
         let disk = Disk::open(path)?;
         let raw = disk.read(SUPERBLOCK_OFFSET, SUPERBLOCK_SIZE, "superblock")?;
         let sb = Superblock::parse(&raw)?;
+        // ext4_check_geometry: a file system larger than its device does not mount. An image
+        // cut short would otherwise read whole as long as its metadata came first.
+        let device_blocks = disk.size() / u64::from(sb.block_size);
+        if sb.blocks_count > device_blocks {
+            return Err(ImageError::ShortDevice {
+                path: path.to_path_buf(),
+                blocks_count: sb.blocks_count,
+                device_blocks,
+                block_size: sb.block_size,
+            });
+        }
         if sb.needs_recovery() && !opts.allow_mounted {
             return Err(ImageError::Unsupported {
                 what: "the journal needs recovery (the file system was not unmounted cleanly); \
