@@ -354,6 +354,12 @@ fn ran_line(c: &Case, pairs: &Pairs) -> String {
             ", {} runs per side alternating, medians",
             pairs.base.len()
         ));
+        if cfg!(feature = "vcpus") {
+            // Every synchronisation point of the simulator build tests for a hook (16.5 % more
+            // instructions on the churn benchmark with none installed): a timed row here is
+            // not the default build's library.
+            s.push_str(", timed on the simulator build's hooked library");
+        }
     }
     s.push_str(&format!(
         " (base {:.1} s, improved {:.1} s)",
