@@ -138,6 +138,26 @@ fn unknown_benchmark_is_an_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("churn"));
 }
 
+/// An `--only` that names no churn system is an error naming them all, not an empty table;
+/// so is one of several that matches none.
+#[test]
+fn only_with_no_such_system_is_an_error() {
+    for only in ["nosuch", "offset,nosuch"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mballoc"))
+            .args(["bench", "churn", "--quick", "--runs", "1", "--only", only])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--only {only} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for needle in ["--only nosuch", "offset-allocator", "mballoc/linux-6.18"] {
+            assert!(
+                err.contains(needle),
+                "--only {only}: {needle:?} missing from {err}"
+            );
+        }
+    }
+}
+
 /// The first-fit bitmap against a model that tries every start from 0.
 #[test]
 fn first_fit_matches_a_model() {

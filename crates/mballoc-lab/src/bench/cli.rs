@@ -68,6 +68,17 @@ pub fn run(opts: &BenchOptions) -> Result<BenchReport, BenchError> {
                 ChurnConfig::full()
             }
         };
+        if let Some(o) = opts
+            .only
+            .iter()
+            .find(|o| !System::ALL.iter().any(|s| s.name().contains(o.as_str())))
+        {
+            let known: Vec<String> = System::ALL.iter().map(|s| s.name()).collect();
+            return Err(BenchError::NoSuchSystem {
+                only: o.clone(),
+                known: known.join(", "),
+            });
+        }
         let systems: Vec<System> = System::ALL
             .into_iter()
             .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| s.name().contains(o)))

@@ -54,6 +54,9 @@ pub enum BenchError {
         value: String,
         why: &'static str,
     },
+    /// An `--only` that no churn system's name contains: it would have run nothing.
+    #[error("--only {only}: no churn system's name contains it; the systems are {known}")]
+    NoSuchSystem { only: String, known: String },
 }
 
 impl From<mballoc::GeometryError> for BenchError {
