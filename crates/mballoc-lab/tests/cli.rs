@@ -73,7 +73,7 @@ fn bad_arguments_name_the_valid_choices() {
     );
     fails_with(
         &["compare", WORKLOAD, "--policy", "linux-6.18"],
-        &["two policies", "got 1 policy and 0 side settings"],
+        &["two policies", "got 1 --policy and 0 --set-a/--set-b"],
     );
     fails_with(
         &[
@@ -86,7 +86,7 @@ fn bad_arguments_name_the_valid_choices() {
             "--policy",
             "linux-6.16",
         ],
-        &["got 3 policies"],
+        &["got 3 --policy"],
     );
     fails_with(&["reproduce", "--only", "999"], &["000", "004"]);
 }

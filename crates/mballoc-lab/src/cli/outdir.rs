@@ -11,9 +11,10 @@
 //! File names start with the run's index so two runs of the same policy with different settings
 //! never overwrite each other.
 //!
-//! `run`/`compare --vcpus` write their own three (`write_vcpus`, simulator build): `vcpu_runs.json` (every
-//! point, complete), `vcpu_scalars.csv` (one row per point: side, vCPUs, every figure) and,
-//! with two counts or more, `vcpu_throughput.svg` (each side's ops/s against vCPUs).
+//! `run`/`compare --vcpus` write their own three (`write_vcpus`, simulator build):
+//! `vcpu_runs.json` (every point, complete), `vcpu_scalars.csv` (one row per point: side,
+//! vCPUs, every figure) and, with two counts or more, `vcpu_throughput.svg` (each side's ops/s
+//! against vCPUs).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -94,15 +94,9 @@ fn sides(a: &CompareArgs) -> Result<(mballoc::Policy, mballoc::Policy), CliError
         [p] if own => Ok((p, p)),
         _ => Err(CliError::Usage(format!(
             "compare needs two policies (--policy A --policy B), or one with --set-a/--set-b \
-             to tell the sides apart; got {} polic{} and {} side setting{}",
+             to tell the sides apart; got {} --policy and {} --set-a/--set-b",
             a.policies.len(),
-            if a.policies.len() == 1 { "y" } else { "ies" },
             a.set_a.len() + a.set_b.len(),
-            if a.set_a.len() + a.set_b.len() == 1 {
-                ""
-            } else {
-                "s"
-            },
         ))),
     }
 }
