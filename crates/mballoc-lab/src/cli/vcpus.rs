@@ -432,7 +432,7 @@ pub(super) fn machine(name: &str) -> Result<Machine, CliError> {
     Machine::from_name(name).ok_or_else(|| {
         CliError::Other(format!(
             "unknown --machine {name:?}: one of {}",
-            Machine::NAMES.join(", ")
+            Machine::ALL.map(Machine::name).join(", ")
         ))
     })
 }

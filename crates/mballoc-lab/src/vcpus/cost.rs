@@ -243,21 +243,21 @@ pub enum Machine {
 }
 
 impl Machine {
-    /// The names `--machine` takes.
-    pub const NAMES: [&'static str; 5] = ["server", "local", "xeon16", "kunpeng920", "epyc9654x2"];
+    /// Every machine, in `--machine`'s order.
+    pub const ALL: [Machine; 5] = [
+        Machine::Server,
+        Machine::Local,
+        Machine::Xeon16,
+        Machine::Kunpeng920,
+        Machine::Epyc9654x2,
+    ];
 
+    /// The machine `--machine NAME` picks.
     pub fn from_name(name: &str) -> Option<Machine> {
-        match name {
-            "server" => Some(Machine::Server),
-            "local" => Some(Machine::Local),
-            "xeon16" => Some(Machine::Xeon16),
-            "kunpeng920" => Some(Machine::Kunpeng920),
-            "epyc9654x2" => Some(Machine::Epyc9654x2),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// The name `--machine` takes for it (the inverse of [`Machine::from_name`]).
+    /// The name `--machine` takes for it.
     pub fn name(self) -> &'static str {
         match self {
             Machine::Server => "server",
